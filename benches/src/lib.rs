@@ -1,0 +1,1 @@
+//! Shared pieces of Strata's benchmarks: the seeded data generator.

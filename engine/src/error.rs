@@ -1,0 +1,83 @@
+//! The engine's error type.
+
+use std::io;
+
+/// Result alias for the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Who is at fault for an error, so API layers can map it to a status code without matching
+/// deep variants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The caller asked for something invalid.
+    Client,
+    /// The thing asked for does not exist.
+    NotFound,
+    /// The engine or the machine failed.
+    Server,
+}
+
+/// An engine error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O operation failed.
+    #[error("I/O error while {context}: {source}")]
+    Io {
+        /// What the engine was doing.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// Stored bytes failed a checksum or could not be decoded.
+    #[error("corruption in {file} at offset {offset}: {detail}")]
+    Corruption {
+        /// The file that holds the bad bytes.
+        file: String,
+        /// The byte offset in that file.
+        offset: u64,
+        /// What was wrong.
+        detail: String,
+    },
+    /// An argument was invalid.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The named table does not exist.
+    #[error("no such table: {0}")]
+    NoSuchTable(String),
+    /// The database has been closed, or a background failure made it read-only.
+    #[error("database is closed: {0}")]
+    Closed(String),
+}
+
+impl Error {
+    /// The category of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidArgument(_) => ErrorKind::Client,
+            Error::NoSuchTable(_) => ErrorKind::NotFound,
+            Error::Io { .. } | Error::Corruption { .. } | Error::Closed(_) => ErrorKind::Server,
+        }
+    }
+
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Error {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    #[expect(dead_code, reason = "used by the SST and WAL decoders")]
+    pub(crate) fn corruption(
+        file: impl Into<String>,
+        offset: u64,
+        detail: impl Into<String>,
+    ) -> Error {
+        Error::Corruption {
+            file: file.into(),
+            offset,
+            detail: detail.into(),
+        }
+    }
+}

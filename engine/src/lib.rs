@@ -1,0 +1,24 @@
+//! strata-engine: an LSM storage engine with the HBase one-family data model.
+//!
+//! A [`Db`] holds named tables. A table holds rows sorted by rowkey bytes, and each row holds
+//! cells (column qualifier → value) sorted by column bytes. There is one visible version per
+//! cell. Writes go through atomic [`WriteBatch`]es that may span tables; reads see a consistent
+//! [`Snapshot`].
+//!
+//! The engine knows nothing about time series.
+
+mod batch;
+mod db;
+mod error;
+mod options;
+mod scan;
+mod stats;
+
+pub use batch::WriteBatch;
+pub use db::{Db, Snapshot, Table};
+pub use error::{Error, ErrorKind, Result};
+pub use options::{
+    Clock, Compression, DbOptions, FilterMode, SyncPolicy, SystemClock, TableOptions,
+};
+pub use scan::{Cell, Row, RowFilter, RowIter, ScanOptions};
+pub use stats::{EngineStats, LevelStats};

@@ -1,0 +1,182 @@
+//! Database and table options.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::Error;
+
+/// When the write-ahead log is fsynced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncPolicy {
+    /// Fsync before a write is acknowledged (group commit shares one fsync among waiters).
+    Always,
+    /// Fsync in the background every interval; at most that much acknowledged data can be lost.
+    Interval(Duration),
+}
+
+impl FromStr for SyncPolicy {
+    type Err = Error;
+
+    /// Parses `always` or `interval:<ms>`.
+    fn from_str(s: &str) -> Result<Self, Error> {
+        if s == "always" {
+            return Ok(SyncPolicy::Always);
+        }
+        if let Some(ms) = s.strip_prefix("interval:") {
+            let ms: u64 = ms.parse().map_err(|_| {
+                Error::InvalidArgument(format!(
+                    "bad fsync interval in {s:?}: expected interval:<ms>"
+                ))
+            })?;
+            if ms == 0 {
+                return Err(Error::InvalidArgument(
+                    "fsync interval must be > 0 ms".into(),
+                ));
+            }
+            return Ok(SyncPolicy::Interval(Duration::from_millis(ms)));
+        }
+        Err(Error::InvalidArgument(format!(
+            "unknown fsync policy {s:?}: expected `always` or `interval:<ms>`"
+        )))
+    }
+}
+
+impl fmt::Display for SyncPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SyncPolicy::Always => f.write_str("always"),
+            SyncPolicy::Interval(d) => write!(f, "interval:{}", d.as_millis()),
+        }
+    }
+}
+
+/// A source of wall-clock time in milliseconds since the Unix epoch (used for TTL).
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&self) -> u64;
+}
+
+/// The system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    }
+}
+
+/// Options for a whole database.
+#[derive(Debug, Clone)]
+pub struct DbOptions {
+    /// WAL fsync policy.
+    pub sync: SyncPolicy,
+    /// A memtable freezes once it holds about this many bytes.
+    pub memtable_bytes: usize,
+    /// Writes stall while this many frozen memtables wait to be flushed.
+    pub max_frozen_memtables: usize,
+    /// Number of L0 files that triggers an L0 → L1 compaction.
+    pub l0_compaction_trigger: usize,
+    /// Writes stall while L0 holds this many files.
+    pub l0_stall_files: usize,
+    /// Target size of L1; each deeper level is `level_size_ratio` times larger.
+    pub level_base_bytes: u64,
+    /// Size ratio between adjacent levels.
+    pub level_size_ratio: u64,
+    /// Compaction output files are cut at about this size.
+    pub target_file_bytes: u64,
+    /// Bytes of the block cache shared by every table.
+    pub block_cache_bytes: usize,
+    /// A WAL segment is closed and a new one started past this size.
+    pub wal_segment_bytes: u64,
+    /// Wall clock used for TTL decisions.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for DbOptions {
+    fn default() -> Self {
+        DbOptions {
+            sync: SyncPolicy::Interval(Duration::from_millis(100)),
+            memtable_bytes: 64 << 20,
+            max_frozen_memtables: 4,
+            l0_compaction_trigger: 4,
+            l0_stall_files: 20,
+            level_base_bytes: 256 << 20,
+            level_size_ratio: 10,
+            target_file_bytes: 64 << 20,
+            block_cache_bytes: 256 << 20,
+            wal_segment_bytes: 64 << 20,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// Block compression of a table's SST files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// No compression.
+    None,
+    /// LZ4 (the default): fast, moderate ratio.
+    Lz4,
+    /// Zstandard at the given level.
+    Zstd(i32),
+}
+
+/// Which bloom filter a table's SST files carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilterMode {
+    /// No filter.
+    None,
+    /// A filter over rowkeys (the default).
+    Rows,
+    /// Filters over rowkeys and over rowkey+column.
+    RowsAndColumns,
+}
+
+/// Options for one table. They apply to files written after the table is opened with them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableOptions {
+    /// Uncompressed size of a data block.
+    pub block_bytes: usize,
+    /// Block compression.
+    pub compression: Compression,
+    /// Bloom filter mode.
+    pub filter: FilterMode,
+    /// Cells older than this (by write time) are dropped by compaction and hidden from reads.
+    pub ttl: Option<Duration>,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions {
+            block_bytes: 64 << 10,
+            compression: Compression::Lz4,
+            filter: FilterMode::Rows,
+            ttl: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sync_policy_parses_and_prints() {
+        assert_eq!(
+            "always".parse::<SyncPolicy>().ok(),
+            Some(SyncPolicy::Always)
+        );
+        let p: SyncPolicy = "interval:100".parse().expect("valid policy");
+        assert_eq!(p, SyncPolicy::Interval(Duration::from_millis(100)));
+        assert_eq!(p.to_string(), "interval:100");
+        assert!("interval:".parse::<SyncPolicy>().is_err());
+        assert!("interval:0".parse::<SyncPolicy>().is_err());
+        assert!("sometimes".parse::<SyncPolicy>().is_err());
+    }
+}

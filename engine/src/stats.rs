@@ -1,0 +1,47 @@
+//! A snapshot of the engine's counters.
+
+/// Files and bytes in one LSM level.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LevelStats {
+    /// Number of SST files.
+    pub files: u64,
+    /// Total bytes of those files.
+    pub bytes: u64,
+}
+
+/// Engine counters at one instant. Durations are in microseconds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Bytes held by the active and frozen memtables.
+    pub memtable_bytes: u64,
+    /// Frozen memtables waiting to be flushed.
+    pub frozen_memtables: u64,
+    /// Per-level file counts and sizes, L0 first.
+    pub levels: Vec<LevelStats>,
+    /// Number of times a writer stalled.
+    pub write_stalls: u64,
+    /// Total time writers spent stalled.
+    pub write_stall_micros: u64,
+    /// Memtable flushes completed.
+    pub flushes: u64,
+    /// Total time spent flushing.
+    pub flush_micros: u64,
+    /// Compactions completed.
+    pub compactions: u64,
+    /// Total time spent compacting.
+    pub compaction_micros: u64,
+    /// Bytes written by compactions.
+    pub compaction_bytes_written: u64,
+    /// Block cache hits.
+    pub cache_hits: u64,
+    /// Block cache misses.
+    pub cache_misses: u64,
+    /// Bytes currently held by the block cache.
+    pub cache_bytes: u64,
+    /// Bytes appended to the WAL.
+    pub wal_bytes: u64,
+    /// WAL fsyncs.
+    pub wal_syncs: u64,
+    /// Write batches committed.
+    pub batches_written: u64,
+}

@@ -1,0 +1,1 @@
+//! strata-ingest: the OpenTSDB write protocols (telnet `put` and HTTP `/api/put`).

@@ -1,0 +1,1 @@
+//! strata-query: the OpenTSDB query model, parsers, execution pipeline and query endpoints.
