@@ -1,4 +1,10 @@
-//! The `strata` binary.
+//! The `strata` binary: command-line entry point and wiring.
+
+mod config;
+mod http;
+mod server;
+mod telnet;
+mod version;
 
 use clap::{Parser, Subcommand};
 
@@ -12,13 +18,26 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Runs the server.
-    Serve,
+    /// Runs the server: OpenTSDB telnet and HTTP on one port.
+    Serve(config::ServeArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     match cli.command {
-        Command::Serve => anyhow::bail!("the server is not wired up yet"),
+        Command::Serve(args) => {
+            let config = config::Config::resolve(&args)?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(server::serve(config))
+        }
     }
 }

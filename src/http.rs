@@ -1,0 +1,159 @@
+//! HTTP: a thin router over hyper that speaks OpenTSDB's API conventions (path normalisation,
+//! `/api/v1/…`, error JSON).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use crate::server::Shared;
+use crate::version;
+
+type Resp = Response<Full<Bytes>>;
+
+/// Serves HTTP/1.1 (with keep-alive) on one connection until the client closes it or the server
+/// shuts down.
+pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> anyhow::Result<()> {
+    let mut shutdown = shared.shutdown.clone();
+    let service = hyper::service::service_fn(move |req| {
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(route(req, &shared).await) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        res = conn.as_mut() => res?,
+        _ = shutdown.changed() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await?;
+        }
+    }
+    Ok(())
+}
+
+/// The endpoint a path names, after OpenTSDB's normalisation.
+#[derive(Debug, PartialEq, Eq)]
+enum Route {
+    /// `api/<endpoint>` with its sub-path, lower-cased, no trailing slash.
+    Api(String),
+    /// `/api/v<N>` with N > 1.
+    ApiVersionTooHigh,
+    /// `/api/v<not a number>`.
+    ApiVersionBad(String),
+    /// Anything else.
+    Other(String),
+}
+
+fn parse_route(path: &str) -> Route {
+    let mut segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    match segments.first() {
+        Some(first) if first.eq_ignore_ascii_case("api") => {}
+        _ => return Route::Other(segments.join("/").to_ascii_lowercase()),
+    }
+    segments.remove(0);
+    if let Some(v) = segments.first().and_then(|s| s.strip_prefix(['v', 'V'])) {
+        match v.parse::<u32>() {
+            Ok(1) => {
+                segments.remove(0);
+            }
+            Ok(_) => return Route::ApiVersionTooHigh,
+            // `/api/version` and friends start with `v` too.
+            Err(_) if segments[0].len() > 1 && v.chars().all(|c| c.is_ascii_digit()) => {
+                return Route::ApiVersionBad(segments[0].to_string());
+            }
+            Err(_) => {}
+        }
+    }
+    Route::Api(segments.join("/").to_ascii_lowercase())
+}
+
+async fn route(req: Request<Incoming>, _shared: &Shared) -> Resp {
+    let method = req.method().clone();
+    match parse_route(req.uri().path()) {
+        Route::ApiVersionTooHigh => error(
+            StatusCode::NOT_IMPLEMENTED,
+            "Requested API version is greater than the max implemented",
+            "",
+        ),
+        Route::ApiVersionBad(v) => error(StatusCode::BAD_REQUEST, "Invalid API version", &v),
+        Route::Api(ep) => match ep.as_str() {
+            "version" => only(&method, &[Method::GET, Method::POST], || {
+                json(StatusCode::OK, &version::json())
+            }),
+            _ => error(StatusCode::NOT_FOUND, "Endpoint not found", ""),
+        },
+        Route::Other(p) if p == "version" => only(&method, &[Method::GET, Method::POST], || {
+            text(StatusCode::OK, version::telnet_lines())
+        }),
+        Route::Other(_) => error(StatusCode::NOT_FOUND, "Page not found", ""),
+    }
+}
+
+fn only(method: &Method, allowed: &[Method], handler: impl FnOnce() -> Resp) -> Resp {
+    if allowed.contains(method) {
+        handler()
+    } else {
+        error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Method not allowed",
+            &format!("The HTTP method [{method}] is not permitted for this endpoint"),
+        )
+    }
+}
+
+/// OpenTSDB's error body: `{"error":{"code":…,"message":…[,"details":…]}}`.
+pub(crate) fn error(status: StatusCode, message: &str, details: &str) -> Resp {
+    let mut err = serde_json::json!({ "code": status.as_u16(), "message": message });
+    if !details.is_empty() {
+        err["details"] = details.into();
+    }
+    json(status, &serde_json::json!({ "error": err }))
+}
+
+fn json(status: StatusCode, value: &serde_json::Value) -> Resp {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/json; charset=UTF-8"),
+    );
+    resp
+}
+
+fn text(status: StatusCode, body: String) -> Resp {
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=UTF-8"),
+    );
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_normalise_like_opentsdb() {
+        assert_eq!(parse_route("/api/put/"), Route::Api("put".into()));
+        assert_eq!(
+            parse_route("/API/Query/Last"),
+            Route::Api("query/last".into())
+        );
+        assert_eq!(parse_route("/api/v1/suggest"), Route::Api("suggest".into()));
+        assert_eq!(parse_route("/api/version"), Route::Api("version".into()));
+        assert_eq!(parse_route("/api/v2/query"), Route::ApiVersionTooHigh);
+        assert_eq!(parse_route("/api"), Route::Api(String::new()));
+        assert_eq!(parse_route("/version"), Route::Other("version".into()));
+    }
+}

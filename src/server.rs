@@ -1,0 +1,122 @@
+//! The listener: one port, two protocols. The first byte of a connection decides, as in
+//! OpenTSDB: an upper-case ASCII letter starts an HTTP request (every method is one), anything
+//! else is the telnet line protocol.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+use tracing::{debug, info, warn};
+
+use crate::config::Config;
+use crate::{http, telnet};
+
+/// State shared by every connection.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    /// Flips to true when the server starts shutting down.
+    pub(crate) shutdown: watch::Receiver<bool>,
+}
+
+/// Serves until SIGINT or SIGTERM, then stops accepting, lets connections finish, and returns.
+pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
+    let addr = (config.bind, config.port);
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {}:{}", config.bind, config.port))?;
+    let local = listener.local_addr()?;
+    // Tests start the server on port 0 and read the real port from this line.
+    info!(%local, data_dir = %config.data_dir.display(), "listening");
+    println!("strata listening on {local}");
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let limit = Arc::new(Semaphore::new(config.max_connections));
+    let shared = Arc::new(Shared {
+        config,
+        shutdown: stop_rx,
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    let signal = shutdown_signal();
+    tokio::pin!(signal);
+    loop {
+        tokio::select! {
+            _ = &mut signal => break,
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(x) => x,
+                    Err(e) => {
+                        warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                let Ok(permit) = limit.clone().try_acquire_owned() else {
+                    warn!(%peer, "connection limit reached; refusing connection");
+                    tasks.spawn(refuse(stream));
+                    continue;
+                };
+                let shared = shared.clone();
+                tasks.spawn(async move {
+                    if let Err(e) = handle(stream, shared).await {
+                        debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                    drop(permit);
+                });
+            }
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+    info!("shutting down: no new connections; waiting for open ones");
+    let _ = stop_tx.send(true);
+    let drain = async { while tasks.join_next().await.is_some() {} };
+    if tokio::time::timeout(Duration::from_secs(10), drain)
+        .await
+        .is_err()
+    {
+        warn!("connections still open after 10 s; closing them");
+    }
+    Ok(())
+}
+
+async fn refuse(mut stream: TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let _ = stream.write_all(b"error: too many connections\n").await;
+}
+
+async fn handle(stream: TcpStream, shared: Arc<Shared>) -> anyhow::Result<()> {
+    stream.set_nodelay(true)?;
+    let mut first = [0u8; 1];
+    if stream.peek(&mut first).await? == 0 {
+        // A probe that opened and closed the connection.
+        return Ok(());
+    }
+    if first[0].is_ascii_uppercase() {
+        http::serve_connection(stream, shared).await
+    } else {
+        telnet::serve_connection(stream, shared).await
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,104 @@
+//! Starts and stops a `strata serve` process on 127.0.0.1 with a free port.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+/// A running server. Killed when dropped.
+pub(crate) struct Server {
+    child: Child,
+    pub(crate) addr: SocketAddr,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Server {
+    /// Starts a server on a fresh temporary data directory.
+    pub(crate) fn start() -> anyhow::Result<Server> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().to_path_buf();
+        let mut s = Server::start_in(&path, &[])?;
+        s._dir = Some(dir);
+        Ok(s)
+    }
+
+    /// Starts a server on `data_dir` with extra flags.
+    pub(crate) fn start_in(data_dir: &Path, extra: &[&str]) -> anyhow::Result<Server> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(PathBuf::from(data_dir))
+            .args(["--bind", "127.0.0.1", "--port", "0"])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("spawning strata")?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line)?;
+        let Some(addr) = line.trim().strip_prefix("strata listening on ") else {
+            let _ = child.kill();
+            bail!("unexpected first line from strata: {line:?}");
+        };
+        let addr = addr.parse()?;
+        Ok(Server {
+            child,
+            addr,
+            _dir: None,
+        })
+    }
+
+    /// Sends SIGTERM and waits for a clean exit.
+    pub(crate) fn stop(mut self) -> anyhow::Result<std::process::ExitStatus> {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status()?;
+        for _ in 0..200 {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        bail!("strata did not exit within 5 s of SIGTERM")
+    }
+
+    /// Opens a connection with a read timeout.
+    pub(crate) fn connect(&self) -> anyhow::Result<TcpStream> {
+        let s = TcpStream::connect(self.addr)?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        Ok(s)
+    }
+
+    /// Sends one HTTP/1.1 request and returns (status, body).
+    pub(crate) fn http(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> anyhow::Result<(u16, String)> {
+        let mut s = self.connect()?;
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes())?;
+        s.write_all(body)?;
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw)?;
+        let text = String::from_utf8(raw)?;
+        let (head, body) = text.split_once("\r\n\r\n").context("no header end")?;
+        let status = head.split(' ').nth(1).context("no status")?.parse()?;
+        Ok((status, body.to_string()))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,5 @@
+//! End-to-end tests: start the real `strata` binary on a loopback port and talk to it the way
+//! clients do.
+
+mod harness;
+mod protocol;
