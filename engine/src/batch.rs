@@ -1,24 +1,43 @@
-//! Atomic write batches.
+//! Atomic write batches and their encoding.
+//!
+//! A [`WriteBatch`] keeps its operations pre-encoded in one buffer, so appending it to the WAL
+//! is a copy. The encoding of one operation is:
+//!
+//! ```text
+//! +------+----------------+----------------------+-------------------------+------------------------+
+//! | kind | table (varint) | row len (varint) row | column len (varint) col | value len (varint) val |
+//! +------+----------------+----------------------+-------------------------+------------------------+
+//!   u8     present always   present always         Put and Delete only       Put only
+//! ```
+//!
+//! `kind` is 1 = put, 2 = delete cell, 3 = delete row. Varints are unsigned LEB128 (7 bits per
+//! byte, least significant group first, high bit set on every byte but the last), at most 5
+//! bytes for a u32 and 10 for a u64. The WAL wraps these bytes in a batch record (see
+//! `wal.rs`).
 
 use crate::db::Table;
 
-/// One mutation inside a [`WriteBatch`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Op {
+const KIND_PUT: u8 = 1;
+const KIND_DELETE: u8 = 2;
+const KIND_DELETE_ROW: u8 = 3;
+
+/// One decoded mutation, borrowing from the encoded batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OpRef<'a> {
     Put {
         table: u32,
-        row: Vec<u8>,
-        column: Vec<u8>,
-        value: Vec<u8>,
+        row: &'a [u8],
+        column: &'a [u8],
+        value: &'a [u8],
     },
     Delete {
         table: u32,
-        row: Vec<u8>,
-        column: Vec<u8>,
+        row: &'a [u8],
+        column: &'a [u8],
     },
     DeleteRow {
         table: u32,
-        row: Vec<u8>,
+        row: &'a [u8],
     },
 }
 
@@ -27,8 +46,10 @@ pub(crate) enum Op {
 /// cell.
 #[derive(Debug, Clone, Default)]
 pub struct WriteBatch {
-    pub(crate) ops: Vec<Op>,
-    bytes: usize,
+    /// The encoded operations, back to back.
+    data: Vec<u8>,
+    /// Number of operations in `data`.
+    count: u32,
 }
 
 impl WriteBatch {
@@ -39,52 +60,240 @@ impl WriteBatch {
 
     /// Sets `column` of `row` in `table` to `value`.
     pub fn put(&mut self, table: &Table, row: &[u8], column: &[u8], value: &[u8]) {
-        self.bytes += row.len() + column.len() + value.len() + 16;
-        self.ops.push(Op::Put {
-            table: table.id(),
-            row: row.to_vec(),
-            column: column.to_vec(),
-            value: value.to_vec(),
-        });
+        self.data.push(KIND_PUT);
+        put_varint(&mut self.data, u64::from(table.id()));
+        put_bytes(&mut self.data, row);
+        put_bytes(&mut self.data, column);
+        put_bytes(&mut self.data, value);
+        self.count += 1;
     }
 
     /// Deletes one cell.
     pub fn delete(&mut self, table: &Table, row: &[u8], column: &[u8]) {
-        self.bytes += row.len() + column.len() + 16;
-        self.ops.push(Op::Delete {
-            table: table.id(),
-            row: row.to_vec(),
-            column: column.to_vec(),
-        });
+        self.data.push(KIND_DELETE);
+        put_varint(&mut self.data, u64::from(table.id()));
+        put_bytes(&mut self.data, row);
+        put_bytes(&mut self.data, column);
+        self.count += 1;
     }
 
     /// Deletes every cell of a row that was written before this batch.
     pub fn delete_row(&mut self, table: &Table, row: &[u8]) {
-        self.bytes += row.len() + 16;
-        self.ops.push(Op::DeleteRow {
-            table: table.id(),
-            row: row.to_vec(),
-        });
+        self.data.push(KIND_DELETE_ROW);
+        put_varint(&mut self.data, u64::from(table.id()));
+        put_bytes(&mut self.data, row);
+        self.count += 1;
     }
 
     /// Number of operations.
     pub fn len(&self) -> usize {
-        self.ops.len()
+        self.count as usize
     }
 
     /// True when the batch holds no operation.
     pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
+        self.count == 0
     }
 
     /// Approximate encoded size in bytes.
     pub fn approximate_bytes(&self) -> usize {
-        self.bytes
+        self.data.len()
     }
 
     /// Removes every operation, keeping the allocation.
     pub fn clear(&mut self) {
-        self.ops.clear();
-        self.bytes = 0;
+        self.data.clear();
+        self.count = 0;
+    }
+
+    /// Number of operations, as encoded in the WAL.
+    pub(crate) fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The encoded operations.
+    pub(crate) fn data(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+/// Decodes `count` operations from `data`, which must hold exactly that many.
+///
+/// Returns a description of the problem on malformed input; never panics.
+pub(crate) fn decode_ops(data: &[u8], count: u64) -> Result<Vec<OpRef<'_>>, String> {
+    let mut c = Cursor(data);
+    // Every op takes at least 3 bytes, so a huge count cannot make us allocate much.
+    let mut ops = Vec::with_capacity(count.min(data.len() as u64 / 3) as usize);
+    for i in 0..count {
+        let kind = c.byte().ok_or_else(|| format!("op {i}: truncated"))?;
+        let table = c
+            .varint_u32()
+            .ok_or_else(|| format!("op {i}: bad table id"))?;
+        let row = c.bytes().ok_or_else(|| format!("op {i}: bad row"))?;
+        let op = match kind {
+            KIND_PUT => OpRef::Put {
+                table,
+                row,
+                column: c.bytes().ok_or_else(|| format!("op {i}: bad column"))?,
+                value: c.bytes().ok_or_else(|| format!("op {i}: bad value"))?,
+            },
+            KIND_DELETE => OpRef::Delete {
+                table,
+                row,
+                column: c.bytes().ok_or_else(|| format!("op {i}: bad column"))?,
+            },
+            KIND_DELETE_ROW => OpRef::DeleteRow { table, row },
+            k => return Err(format!("op {i}: unknown kind {k}")),
+        };
+        ops.push(op);
+    }
+    if !c.0.is_empty() {
+        return Err(format!("{} trailing bytes after {count} ops", c.0.len()));
+    }
+    Ok(ops)
+}
+
+/// Appends `v` as an unsigned LEB128 varint.
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_varint(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+/// A reader over encoded bytes; every method returns `None` on truncated or malformed input.
+#[derive(Debug)]
+pub(crate) struct Cursor<'a>(pub(crate) &'a [u8]);
+
+impl<'a> Cursor<'a> {
+    pub(crate) fn byte(&mut self) -> Option<u8> {
+        let (&b, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(b)
+    }
+
+    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Some(a)
+    }
+
+    /// An unsigned LEB128 varint of at most 10 bytes that fits in a u64; rejects overlong
+    /// encodings' overflow.
+    pub(crate) fn varint(&mut self) -> Option<u64> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let b = self.byte()?;
+            let bits = u64::from(b & 0x7f);
+            if i == 9 && bits > 1 {
+                return None;
+            }
+            v |= bits << (7 * i);
+            if b & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    pub(crate) fn varint_u32(&mut self) -> Option<u32> {
+        self.varint().and_then(|v| u32::try_from(v).ok())
+    }
+
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = usize::try_from(self.varint()?).ok()?;
+        self.take(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn table(id: u32) -> Table {
+        Table::new(id, Arc::from("t"))
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Put(u32, Vec<u8>, Vec<u8>, Vec<u8>),
+        Delete(u32, Vec<u8>, Vec<u8>),
+        DeleteRow(u32, Vec<u8>),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let b = || proptest::collection::vec(any::<u8>(), 0..40);
+        prop_oneof![
+            (any::<u32>(), b(), b(), b()).prop_map(|(t, r, c, v)| Op::Put(t, r, c, v)),
+            (any::<u32>(), b(), b()).prop_map(|(t, r, c)| Op::Delete(t, r, c)),
+            (any::<u32>(), b()).prop_map(|(t, r)| Op::DeleteRow(t, r)),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn batch_round_trips(ops in proptest::collection::vec(op(), 0..20)) {
+            let mut b = WriteBatch::new();
+            for o in &ops {
+                match o {
+                    Op::Put(t, r, c, v) => b.put(&table(*t), r, c, v),
+                    Op::Delete(t, r, c) => b.delete(&table(*t), r, c),
+                    Op::DeleteRow(t, r) => b.delete_row(&table(*t), r),
+                }
+            }
+            prop_assert_eq!(b.len(), ops.len());
+            let decoded = decode_ops(b.data(), u64::from(b.count())).map_err(TestCaseError::fail)?;
+            prop_assert_eq!(decoded.len(), ops.len());
+            for (d, o) in decoded.iter().zip(&ops) {
+                let ok = match (d, o) {
+                    (OpRef::Put { table, row, column, value }, Op::Put(t, r, c, v)) =>
+                        table == t && row == r && column == c && value == v,
+                    (OpRef::Delete { table, row, column }, Op::Delete(t, r, c)) =>
+                        table == t && row == r && column == c,
+                    (OpRef::DeleteRow { table, row }, Op::DeleteRow(t, r)) =>
+                        table == t && row == r,
+                    _ => false,
+                };
+                prop_assert!(ok, "{:?} != {:?}", d, o);
+            }
+        }
+
+        #[test]
+        fn decode_never_panics(data in proptest::collection::vec(any::<u8>(), 0..64), n in 0u64..10) {
+            let _ = decode_ops(&data, n);
+        }
+
+        #[test]
+        fn varint_round_trips(v in any::<u64>()) {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            let mut c = Cursor(&out);
+            prop_assert_eq!(c.varint(), Some(v));
+            prop_assert!(c.0.is_empty());
+        }
+    }
+
+    #[test]
+    fn count_mismatch_is_an_error() {
+        let mut b = WriteBatch::new();
+        b.put(&table(1), b"r", b"c", b"v");
+        assert!(decode_ops(b.data(), 2).is_err());
+        assert!(decode_ops(b.data(), 0).is_err());
+        b.clear();
+        assert!(b.is_empty());
+        assert_eq!(b.approximate_bytes(), 0);
     }
 }

@@ -1,24 +1,24 @@
 //! The database handle.
 //!
-//! STAND-IN: this is a simple in-memory implementation with an append-only log, so that the
-//! crates above can be built against the final public API while the LSM internals (WAL,
-//! memtable, SST, manifest, compaction) are written. It keeps the API's semantics (atomic
-//! batches, snapshots, scans) but none of its performance or TTL behaviour.
+//! STAND-IN: the state is an in-memory map of tables, made durable by the write-ahead log
+//! (`wal.rs`) and rebuilt from it at open. It keeps the API's semantics (atomic batches,
+//! snapshots, scans) while the LSM internals (memtable, SST, manifest, compaction) are written;
+//! until memtables flush to SSTs, every WAL segment is kept.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io::{BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 
-use crate::batch::{Op, WriteBatch};
+use crate::batch::{OpRef, WriteBatch};
 use crate::error::{Error, Result};
 use crate::options::{DbOptions, SyncPolicy, TableOptions};
 use crate::scan::{Cell, Row, RowIter, ScanOptions};
 use crate::stats::EngineStats;
+use crate::wal::{DecodedEntry, Entry, Wal, decode_entry};
 
 type Cells = BTreeMap<Vec<u8>, Bytes>;
 type Rows = BTreeMap<Vec<u8>, Cells>;
@@ -32,6 +32,10 @@ pub struct Table {
 }
 
 impl Table {
+    pub(crate) fn new(id: u32, name: Arc<str>) -> Table {
+        Table { id, name }
+    }
+
     /// The table's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -53,12 +57,8 @@ struct Inner {
     opts: DbOptions,
     state: RwLock<Arc<Tables>>,
     tables: RwLock<BTreeMap<String, Table>>,
-    log: Mutex<File>,
-    path: PathBuf,
+    wal: Arc<Wal>,
 }
-
-const REC_TABLE: u8 = 1;
-const REC_BATCH: u8 = 2;
 
 impl Db {
     /// Opens (creating if needed) the database in `dir`.
@@ -66,52 +66,36 @@ impl Db {
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-        let path = dir.join("stub.log");
         let mut tables = BTreeMap::new();
         let mut state = Tables::new();
-        let mut good_len = 0u64;
-        if path.exists() {
-            let f = File::open(&path).map_err(|e| Error::io("opening log", e))?;
-            let mut r = BufReader::new(f);
-            loop {
-                let mut hdr = [0u8; 12];
-                if r.read_exact(&mut hdr).is_err() {
-                    break;
+        let mut replay = |payload: &[u8], file: &Path, offset: u64| -> Result<()> {
+            let bad = |detail: String| Error::Corruption {
+                file: file.display().to_string(),
+                offset,
+                detail,
+            };
+            match decode_entry(payload).map_err(bad)? {
+                DecodedEntry::Table { id, name } => {
+                    tables.insert(name.to_string(), Table::new(id, name.into()));
                 }
-                let len = u32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]) as usize;
-                let sum = u64::from_le_bytes(hdr[4..12].try_into().unwrap_or([0; 8]));
-                let mut payload = vec![0u8; len];
-                if r.read_exact(&mut payload).is_err() {
-                    break;
+                DecodedEntry::Batch(ops) => {
+                    for op in &ops {
+                        apply(&mut state, op);
+                    }
                 }
-                if xxhash_rust::xxh3::xxh3_64(&payload) != sum {
-                    break;
-                }
-                if !replay(&payload, &mut tables, &mut state) {
-                    break;
-                }
-                good_len += 12 + len as u64;
             }
+            Ok(())
+        };
+        let wal = Arc::new(Wal::open(dir, opts.wal_segment_bytes, &mut replay)?);
+        if let SyncPolicy::Interval(every) = opts.sync {
+            Wal::spawn_syncer(&wal, every)?;
         }
-        let log = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io("opening log", e))?;
-        log.set_len(good_len)
-            .map_err(|e| Error::io("truncating log", e))?;
-        let mut log = log;
-        std::io::Seek::seek(&mut log, std::io::SeekFrom::End(0))
-            .map_err(|e| Error::io("seek", e))?;
         Ok(Db {
             inner: Arc::new(Inner {
                 opts,
                 state: RwLock::new(Arc::new(state)),
                 tables: RwLock::new(tables),
-                log: Mutex::new(log),
-                path,
+                wal,
             }),
         })
     }
@@ -125,15 +109,15 @@ impl Db {
         if let Some(t) = tables.get(name) {
             return Ok(t.clone());
         }
-        let id = tables.len() as u32 + 1;
-        let mut payload = vec![REC_TABLE];
-        payload.extend_from_slice(&id.to_le_bytes());
-        payload.extend_from_slice(name.as_bytes());
-        self.append(&payload, true)?;
-        let t = Table {
-            id,
-            name: name.into(),
-        };
+        let id = tables.values().map(Table::id).max().unwrap_or(0) + 1;
+        // A table's creation is always durable before the table is handed out. Its record
+        // changes no cell, so the group's apply skips it; the table map is updated here.
+        self.inner
+            .wal
+            .commit(Entry::Table { id, name }, true, &mut |payloads| {
+                self.apply_group(payloads)
+            })?;
+        let t = Table::new(id, name.into());
         tables.insert(name.to_string(), t.clone());
         Ok(t)
     }
@@ -157,40 +141,34 @@ impl Db {
         if batch.is_empty() {
             return Ok(());
         }
-        let mut payload = vec![REC_BATCH];
-        for op in &batch.ops {
-            encode_op(op, &mut payload);
-        }
-        let mut state = self.inner.state.write();
-        self.append(&payload, sync)?;
-        let s = Arc::make_mut(&mut state);
-        for op in &batch.ops {
-            apply(s, op);
-        }
-        Ok(())
+        self.inner
+            .wal
+            .commit(Entry::Batch(batch), sync, &mut |payloads| {
+                self.apply_group(payloads)
+            })
     }
 
-    fn append(&self, payload: &[u8], sync: bool) -> Result<()> {
-        let mut log = self.inner.log.lock();
-        let mut rec = Vec::with_capacity(payload.len() + 12);
-        rec.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        rec.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(payload).to_le_bytes());
-        rec.extend_from_slice(payload);
-        log.write_all(&rec)
-            .map_err(|e| Error::io(format!("appending {}", self.inner.path.display()), e))?;
-        if sync {
-            log.sync_data().map_err(|e| Error::io("fsync log", e))?;
+    /// Applies a committed group of WAL payloads to the in-memory state, in log order.
+    fn apply_group(&self, payloads: &[&[u8]]) {
+        let mut state = self.inner.state.write();
+        let s = Arc::make_mut(&mut state);
+        for payload in payloads {
+            match decode_entry(payload) {
+                Ok(DecodedEntry::Batch(ops)) => {
+                    for op in &ops {
+                        apply(s, op);
+                    }
+                }
+                Ok(DecodedEntry::Table { .. }) => {}
+                // We encoded these bytes ourselves a moment ago.
+                Err(e) => tracing::error!(error = %e, "undecodable WAL payload of our own"),
+            }
         }
-        Ok(())
     }
 
     /// Fsyncs the WAL now.
     pub fn sync_wal(&self) -> Result<()> {
-        self.inner
-            .log
-            .lock()
-            .sync_data()
-            .map_err(|e| Error::io("fsync log", e))
+        self.inner.wal.sync()
     }
 
     /// A consistent read view of the database as of now.
@@ -215,7 +193,8 @@ impl Db {
         self.snapshot().scan(table, opts)
     }
 
-    /// Flushes the memtables to SST files and waits for it.
+    /// Flushes the memtables to SST files and waits for it. For now (no SSTs yet) this fsyncs
+    /// the WAL.
     pub fn flush(&self) -> Result<()> {
         self.sync_wal()
     }
@@ -227,7 +206,13 @@ impl Db {
 
     /// Current counters.
     pub fn stats(&self) -> EngineStats {
-        EngineStats::default()
+        let wal = self.inner.wal.stats();
+        EngineStats {
+            wal_bytes: wal.bytes.load(Ordering::Relaxed),
+            wal_syncs: wal.syncs.load(Ordering::Relaxed),
+            batches_written: wal.batches.load(Ordering::Relaxed),
+            ..EngineStats::default()
+        }
     }
 
     /// Flushes and closes the database.
@@ -322,23 +307,23 @@ impl Snapshot {
     }
 }
 
-fn apply(state: &mut Tables, op: &Op) {
-    match op {
-        Op::Put {
+fn apply(state: &mut Tables, op: &OpRef<'_>) {
+    match *op {
+        OpRef::Put {
             table,
             row,
             column,
             value,
         } => {
             state
-                .entry(*table)
+                .entry(table)
                 .or_default()
-                .entry(row.clone())
+                .entry(row.to_vec())
                 .or_default()
-                .insert(column.clone(), Bytes::copy_from_slice(value));
+                .insert(column.to_vec(), Bytes::copy_from_slice(value));
         }
-        Op::Delete { table, row, column } => {
-            if let Some(t) = state.get_mut(table)
+        OpRef::Delete { table, row, column } => {
+            if let Some(t) = state.get_mut(&table)
                 && let Some(r) = t.get_mut(row)
             {
                 r.remove(column);
@@ -347,121 +332,11 @@ fn apply(state: &mut Tables, op: &Op) {
                 }
             }
         }
-        Op::DeleteRow { table, row } => {
-            if let Some(t) = state.get_mut(table) {
+        OpRef::DeleteRow { table, row } => {
+            if let Some(t) = state.get_mut(&table) {
                 t.remove(row);
             }
         }
-    }
-}
-
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-    out.extend_from_slice(b);
-}
-
-fn encode_op(op: &Op, out: &mut Vec<u8>) {
-    match op {
-        Op::Put {
-            table,
-            row,
-            column,
-            value,
-        } => {
-            out.push(1);
-            out.extend_from_slice(&table.to_le_bytes());
-            put_bytes(out, row);
-            put_bytes(out, column);
-            put_bytes(out, value);
-        }
-        Op::Delete { table, row, column } => {
-            out.push(2);
-            out.extend_from_slice(&table.to_le_bytes());
-            put_bytes(out, row);
-            put_bytes(out, column);
-        }
-        Op::DeleteRow { table, row } => {
-            out.push(3);
-            out.extend_from_slice(&table.to_le_bytes());
-            put_bytes(out, row);
-        }
-    }
-}
-
-struct Cursor<'a>(&'a [u8]);
-
-impl Cursor<'_> {
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (a, b) = self.0.split_at(n);
-        let a: &[u8] = a;
-        self.0 = b;
-        Some(a)
-    }
-    fn u32(&mut self) -> Option<u32> {
-        self.take(4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn bytes(&mut self) -> Option<Vec<u8>> {
-        let n = self.u32()? as usize;
-        self.take(n).map(<[u8]>::to_vec)
-    }
-}
-
-fn replay(payload: &[u8], tables: &mut BTreeMap<String, Table>, state: &mut Tables) -> bool {
-    let mut c = Cursor(payload);
-    match c.take(1) {
-        Some([REC_TABLE]) => {
-            let Some(id) = c.u32() else { return false };
-            let Ok(name) = std::str::from_utf8(c.0) else {
-                return false;
-            };
-            tables.insert(
-                name.to_string(),
-                Table {
-                    id,
-                    name: name.into(),
-                },
-            );
-            true
-        }
-        Some([REC_BATCH]) => {
-            let mut ops = Vec::new();
-            while !c.0.is_empty() {
-                let Some(kind) = c.take(1).map(|b| b[0]) else {
-                    return false;
-                };
-                let Some(table) = c.u32() else { return false };
-                let op = match kind {
-                    1 => match (c.bytes(), c.bytes(), c.bytes()) {
-                        (Some(row), Some(column), Some(value)) => Op::Put {
-                            table,
-                            row,
-                            column,
-                            value,
-                        },
-                        _ => return false,
-                    },
-                    2 => match (c.bytes(), c.bytes()) {
-                        (Some(row), Some(column)) => Op::Delete { table, row, column },
-                        _ => return false,
-                    },
-                    3 => match c.bytes() {
-                        Some(row) => Op::DeleteRow { table, row },
-                        None => return false,
-                    },
-                    _ => return false,
-                };
-                ops.push(op);
-            }
-            for op in &ops {
-                apply(state, op);
-            }
-            true
-        }
-        _ => false,
     }
 }
 

@@ -68,7 +68,6 @@ impl Error {
         }
     }
 
-    #[expect(dead_code, reason = "used by the SST and WAL decoders")]
     pub(crate) fn corruption(
         file: impl Into<String>,
         offset: u64,

@@ -8,11 +8,18 @@
 //! The engine knows nothing about time series.
 
 mod batch;
+mod block;
+mod bloom;
+mod cache;
 mod db;
 mod error;
+mod fs;
+mod key;
 mod options;
 mod scan;
+mod sst;
 mod stats;
+mod wal;
 
 pub use batch::WriteBatch;
 pub use db::{Db, Snapshot, Table};
@@ -21,4 +28,6 @@ pub use options::{
     Clock, Compression, DbOptions, FilterMode, SyncPolicy, SystemClock, TableOptions,
 };
 pub use scan::{Cell, Row, RowFilter, RowIter, ScanOptions};
+#[cfg(feature = "testing")]
+pub use sst::fuzz_read_sst;
 pub use stats::{EngineStats, LevelStats};

@@ -1,0 +1,181 @@
+//! Iterates the entries of an SST over a row range, forward or in reverse.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::index::IndexEntry;
+use super::reader::SstReader;
+use crate::block::{BlockIter, BlockRevIter};
+use crate::error::Result;
+use crate::key::{Entry, InternalKey};
+
+/// A range of rows: `start` inclusive, `end` exclusive; `None` is unbounded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct RowRange {
+    /// The first row in the range.
+    pub(crate) start: Option<Bytes>,
+    /// The first row past the range.
+    pub(crate) end: Option<Bytes>,
+}
+
+impl RowRange {
+    /// Every row.
+    pub(crate) fn all() -> RowRange {
+        RowRange::default()
+    }
+
+    /// Rows in `[start, end)`.
+    pub(crate) fn new(start: &[u8], end: &[u8]) -> RowRange {
+        RowRange {
+            start: Some(Bytes::copy_from_slice(start)),
+            end: Some(Bytes::copy_from_slice(end)),
+        }
+    }
+
+    fn after_end(&self, row: &[u8]) -> bool {
+        self.end.as_ref().is_some_and(|end| row >= &end[..])
+    }
+
+    fn before_start(&self, row: &[u8]) -> bool {
+        self.start.as_ref().is_some_and(|start| row < &start[..])
+    }
+}
+
+#[derive(Debug)]
+enum Cursor {
+    Fwd(Box<BlockIter>),
+    Rev(BlockRevIter),
+}
+
+/// Every entry (all kinds and versions) of the rows in a [`RowRange`], in internal-key order or
+/// its reverse. Visibility (snapshots, tombstones) is the caller's job. After an error the
+/// iterator ends.
+#[derive(Debug)]
+pub(crate) struct SstIter {
+    reader: Arc<SstReader>,
+    /// The reader's index, fetched when the iteration starts.
+    index: Arc<Vec<IndexEntry>>,
+    range: RowRange,
+    reverse: bool,
+    /// The index of the block the cursor is in.
+    block: usize,
+    cursor: Option<Cursor>,
+    done: bool,
+}
+
+impl SstReader {
+    /// An iterator over `range`, descending if `reverse`.
+    pub(crate) fn iter(self: &Arc<Self>, range: RowRange, reverse: bool) -> SstIter {
+        SstIter {
+            reader: self.clone(),
+            index: Arc::new(Vec::new()),
+            range,
+            reverse,
+            block: 0,
+            cursor: None,
+            done: false,
+        }
+    }
+}
+
+impl SstIter {
+    /// Positions the cursor in the first block to read.
+    fn start(&mut self) -> Result<()> {
+        self.index = self.reader.index()?;
+        let index = &self.index;
+        if !self.reverse {
+            let target = self.range.start.as_deref().map(InternalKey::seek_row);
+            self.block = match &target {
+                Some(t) => index.partition_point(|e| e.last_key < *t),
+                None => 0,
+            };
+            let Some(entry) = index.get(self.block) else {
+                self.done = true;
+                return Ok(());
+            };
+            let mut it = self.reader.block(entry.handle)?.iter();
+            if let Some(t) = &target {
+                it.seek(t)?;
+            }
+            self.cursor = Some(Cursor::Fwd(Box::new(it)));
+        } else {
+            if index.is_empty() {
+                self.done = true;
+                return Ok(());
+            }
+            let target = self.range.end.as_deref().map(InternalKey::seek_row);
+            self.block = match &target {
+                Some(t) => index
+                    .partition_point(|e| e.last_key < *t)
+                    .min(index.len() - 1),
+                None => index.len() - 1,
+            };
+            let mut it = self.reader.block(index[self.block].handle)?.rev_iter();
+            if let Some(t) = &target {
+                it.seek_before(t, false)?;
+            }
+            self.cursor = Some(Cursor::Rev(it));
+        }
+        Ok(())
+    }
+
+    fn advance(&mut self) -> Result<Option<Entry>> {
+        if self.cursor.is_none() {
+            self.start()?;
+        }
+        loop {
+            let next = match &mut self.cursor {
+                None => return Ok(None),
+                Some(Cursor::Fwd(it)) => it.next_entry()?,
+                Some(Cursor::Rev(it)) => it.prev_entry()?,
+            };
+            if let Some(e) = next {
+                let out_of_range = if self.reverse {
+                    self.range.before_start(&e.key.row)
+                } else {
+                    self.range.after_end(&e.key.row)
+                };
+                return Ok((!out_of_range).then_some(e));
+            }
+            // The block is exhausted: move to the neighbouring one.
+            let index = &self.index;
+            if self.reverse {
+                if self.block == 0 {
+                    return Ok(None);
+                }
+                self.block -= 1;
+                let it = self.reader.block(index[self.block].handle)?.rev_iter();
+                self.cursor = Some(Cursor::Rev(it));
+            } else {
+                self.block += 1;
+                let Some(entry) = index.get(self.block) else {
+                    return Ok(None);
+                };
+                let it = self.reader.block(entry.handle)?.iter();
+                self.cursor = Some(Cursor::Fwd(Box::new(it)));
+            }
+        }
+    }
+}
+
+impl Iterator for SstIter {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.advance() {
+            Ok(Some(e)) => Some(Ok(e)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! Unit tests of the WAL's segment handling and group commit.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::*;
+use crate::batch::WriteBatch;
+use crate::db::Table;
+
+type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+fn open(dir: &Path, segment_bytes: u64) -> Result<(Wal, Vec<Vec<u8>>)> {
+    let mut seen = Vec::new();
+    let wal = Wal::open(dir, segment_bytes, &mut |p, _, _| {
+        seen.push(p.to_vec());
+        Ok(())
+    })?;
+    Ok((wal, seen))
+}
+
+fn batch(i: u32) -> WriteBatch {
+    let t = Table::new(1, Arc::from("t"));
+    let mut b = WriteBatch::new();
+    b.put(&t, format!("row{i}").as_bytes(), b"c", &[7u8; 40]);
+    b
+}
+
+fn write_n(wal: &Wal, from: u32, n: u32) -> Result<()> {
+    for i in from..from + n {
+        wal.commit(Entry::Batch(&batch(i)), false, &mut |_| {})?;
+    }
+    Ok(())
+}
+
+#[test]
+fn segments_roll_over_and_replay_in_order() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (wal, seen) = open(dir.path(), 200)?;
+    assert!(seen.is_empty());
+    write_n(&wal, 0, 20)?;
+    assert_eq!(wal.stats().batches.load(Ordering::Relaxed), 20);
+    drop(wal);
+    let segs = recovery::list_segments(dir.path())?;
+    assert!(
+        segs.len() > 3,
+        "expected rollover, got {} segments",
+        segs.len()
+    );
+    assert_eq!(segs[0].0, 1);
+    let (wal, seen) = open(dir.path(), 200)?;
+    assert_eq!(seen.len(), 20);
+    for (i, p) in seen.iter().enumerate() {
+        let mut want = Vec::new();
+        Entry::Batch(&batch(i as u32)).encode(&mut want);
+        assert_eq!(p, &want);
+    }
+    // Appending resumes in the last segment.
+    write_n(&wal, 20, 1)?;
+    drop(wal);
+    assert_eq!(open(dir.path(), 200)?.1.len(), 21);
+    Ok(())
+}
+
+#[test]
+fn damage_before_the_last_segment_is_corruption() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (wal, _) = open(dir.path(), 200)?;
+    write_n(&wal, 0, 20)?;
+    drop(wal);
+    let segs = recovery::list_segments(dir.path())?;
+    let first = &segs[0].1;
+    let mut bytes = std::fs::read(first)?;
+    let n = bytes.len();
+    bytes[n - 3] ^= 1;
+    std::fs::write(first, &bytes)?;
+    match open(dir.path(), 200) {
+        Err(Error::Corruption { file, .. }) => assert!(file.ends_with("wal-0000000000000001.log")),
+        other => panic!("expected corruption, got {other:?}"),
+    }
+    // A missing segment in the middle is corruption too.
+    bytes[n - 3] ^= 1;
+    std::fs::write(first, &bytes)?;
+    std::fs::remove_file(&segs[1].1)?;
+    assert!(matches!(
+        open(dir.path(), 200),
+        Err(Error::Corruption { .. })
+    ));
+    Ok(())
+}
+
+#[test]
+fn torn_header_of_the_last_segment_restarts_it() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (wal, _) = open(dir.path(), 1 << 20)?;
+    write_n(&wal, 0, 3)?;
+    drop(wal);
+    // A crash while creating segment 2.
+    let next = dir.path().join(segment_file_name(2));
+    std::fs::write(&next, &encode_header(2)[..10])?;
+    let (wal, seen) = open(dir.path(), 1 << 20)?;
+    assert_eq!(seen.len(), 3);
+    assert_eq!(std::fs::metadata(&next)?.len(), HEADER_BYTES as u64);
+    write_n(&wal, 3, 1)?;
+    drop(wal);
+    assert_eq!(open(dir.path(), 1 << 20)?.1.len(), 4);
+    Ok(())
+}
+
+#[test]
+fn torn_tail_is_truncated_and_appending_resumes() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (wal, _) = open(dir.path(), 1 << 20)?;
+    write_n(&wal, 0, 3)?;
+    drop(wal);
+    let path = dir.path().join(segment_file_name(1));
+    let len = std::fs::metadata(&path)?.len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)?
+        .set_len(len - 5)?;
+    let (wal, seen) = open(dir.path(), 1 << 20)?;
+    assert_eq!(seen.len(), 2);
+    write_n(&wal, 10, 1)?;
+    drop(wal);
+    assert_eq!(open(dir.path(), 1 << 20)?.1.len(), 3);
+    Ok(())
+}
+
+#[test]
+fn concurrent_commits_are_all_written_and_applied_once() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (wal, _) = open(dir.path(), 4096)?;
+    let wal = Arc::new(wal);
+    let applied = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let threads: Vec<_> = (0..4u32)
+        .map(|t| {
+            let wal = Arc::clone(&wal);
+            let applied = Arc::clone(&applied);
+            std::thread::spawn(move || -> Result<()> {
+                for i in 0..50 {
+                    wal.commit(Entry::Batch(&batch(t * 1000 + i)), true, &mut |ps| {
+                        applied.lock().extend(ps.iter().map(|p| p.to_vec()));
+                    })?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().map_err(|_| "writer panicked")??;
+    }
+    let stats = wal.stats();
+    assert_eq!(stats.batches.load(Ordering::Relaxed), 200);
+    assert!(stats.syncs.load(Ordering::Relaxed) <= 200 + 200);
+    drop(wal);
+    let (_, seen) = open(dir.path(), 4096)?;
+    // Applied in exactly the log's order.
+    assert_eq!(*applied.lock(), seen);
+    assert_eq!(seen.len(), 200);
+    Ok(())
+}
+
+#[test]
+fn an_unknown_version_in_the_last_segment_is_never_erased() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (wal, _) = open(dir.path(), 1 << 20)?;
+    write_n(&wal, 0, 2)?;
+    drop(wal);
+    let path = dir.path().join(segment_file_name(1));
+    let mut bytes = std::fs::read(&path)?;
+    bytes[5] = 2;
+    let sum = xxhash_rust::xxh3::xxh3_64(&bytes[0..16]);
+    bytes[16..24].copy_from_slice(&sum.to_be_bytes());
+    std::fs::write(&path, &bytes)?;
+    assert!(matches!(
+        open(dir.path(), 1 << 20),
+        Err(Error::Corruption { offset: 0, .. })
+    ));
+    assert_eq!(std::fs::read(&path)?, bytes);
+    Ok(())
+}
