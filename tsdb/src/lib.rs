@@ -2,3 +2,36 @@
 //!
 //! It speaks points and series: UIDs, salted rowkeys, raw and compacted cell codecs, the
 //! series index, the write and read paths, and the row compactor (`rowcompact`).
+
+mod block;
+mod cell;
+mod clock;
+mod error;
+mod filter;
+mod meta;
+mod point;
+mod read;
+mod rowkey;
+mod series_index;
+mod stats;
+mod tsdb;
+mod uid;
+mod validate;
+mod value;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::{Error, ErrorKind, Result};
+pub use filter::{Filter, FilterKind};
+pub use point::{Point, PointRef};
+pub use read::SeriesPoints;
+pub use rowkey::{ROW_SPAN_SECS, RowKey, Tsuid, salt_of};
+pub use stats::TsdbStats;
+pub use tsdb::{SeriesInfo, Tsdb, TsdbOptions};
+pub use uid::{MAX_UID, Uid, UidKind};
+pub use validate::NameRules;
+
+pub use block::{
+    BLOCK_VERSION, BlockError, MAX_POINTS, block_len, decode_block, decode_block_columns,
+    encode_block,
+};
+pub use value::Value;

@@ -1,0 +1,329 @@
+//! The tsdb error type.
+//!
+//! Messages that clients match on are OpenTSDB 2.4's texts (spec §a.2, §a.3, §a.4, §b.3 step 8,
+//! §d.1), so the API layers can forward `to_string()` unchanged.
+
+use std::sync::Arc;
+
+use crate::uid::UidKind;
+
+/// Result alias for the tsdb layer.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Who is at fault for an error, so API layers can map it to a status code without matching
+/// deep variants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The caller sent something invalid (HTTP 400).
+    Client,
+    /// A name, UID or series does not exist.
+    NotFound,
+    /// Storage or an internal invariant failed (HTTP 500).
+    Server,
+}
+
+/// A tsdb error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The storage engine failed.
+    #[error(transparent)]
+    Engine(#[from] strata_engine::Error),
+    /// The engine failed to commit a write batch; every point of the batch gets a copy.
+    #[error("write failed: {0}")]
+    WriteFailed(#[source] Arc<strata_engine::Error>),
+    /// A metric, tag key or tag value is empty.
+    #[error("Invalid {what}: empty string")]
+    EmptyName {
+        /// `metric name`, `tag name with value [<tagv>]` or `tag value with key [<tagk>]`.
+        what: String,
+    },
+    /// A metric, tag key or tag value holds a character outside the allowed set.
+    #[error("Invalid {what} (\"{name}\"): illegal character: {ch}")]
+    IllegalCharacter {
+        /// `metric name`, `tag name with value [<tagv>]` or `tag value with key [<tagk>]`.
+        what: String,
+        /// The offending name.
+        name: String,
+        /// The first illegal character.
+        ch: char,
+    },
+    /// A point has no tag.
+    #[error("Need at least one tag (metric={metric}, tags={{}})")]
+    NoTags {
+        /// The point's metric.
+        metric: String,
+    },
+    /// A point has more tags than allowed.
+    #[error("Too many tags: {count} maximum allowed: {max}, tags: {tags}")]
+    TooManyTags {
+        /// Number of tags sent.
+        count: usize,
+        /// The configured maximum.
+        max: usize,
+        /// The tags, as `{k=v, k=v}`.
+        tags: String,
+    },
+    /// The same tag key appears twice with different values.
+    #[error("duplicate tag: {pair}, tags={tags}")]
+    DuplicateTag {
+        /// The second `k=v` pair.
+        pair: String,
+        /// The tags, as `{k=v, k=v}`.
+        tags: String,
+    },
+    /// A float value is NaN or infinite.
+    #[error(
+        "value is NaN or Infinite: {} for metric={metric} timestamp={timestamp}",
+        java_double(*.value)
+    )]
+    NotFinite {
+        /// The value.
+        value: f64,
+        /// The point's metric.
+        metric: String,
+        /// The timestamp as sent.
+        timestamp: i64,
+    },
+    /// A timestamp is negative.
+    #[error(
+        "negative  timestamp={timestamp} when trying to add value={value} to metric={metric}, tags={tags}"
+    )]
+    NegativeTimestamp {
+        /// The timestamp as sent.
+        timestamp: i64,
+        /// The value as `[bytes]/flags`.
+        value: String,
+        /// The point's metric.
+        metric: String,
+        /// The tags, as `{k=v, k=v}`.
+        tags: String,
+    },
+    /// A millisecond timestamp is past 9 999 999 999 999.
+    #[error(
+        "bad timestamp={timestamp} when trying to add value={value} to metric={metric}, tags={tags}"
+    )]
+    BadTimestamp {
+        /// The timestamp as sent.
+        timestamp: i64,
+        /// The value as `[bytes]/flags`.
+        value: String,
+        /// The point's metric.
+        metric: String,
+        /// The tags, as `{k=v, k=v}`.
+        tags: String,
+    },
+    /// A name has no UID (and auto-creation is off, or this is a read).
+    #[error("No such name for '{kind}': '{name}'")]
+    NoSuchName {
+        /// The UID kind.
+        kind: UidKind,
+        /// The unknown name.
+        name: String,
+    },
+    /// A UID has no name.
+    #[error("No such unique ID for '{kind}': {uid}")]
+    NoSuchUid {
+        /// The UID kind.
+        kind: UidKind,
+        /// The UID in upper-case hex.
+        uid: String,
+    },
+    /// A rename target or an explicit assignment names an existing UID.
+    #[error("Name already exists with UID: {uid}")]
+    NameExists {
+        /// The UID kind.
+        kind: UidKind,
+        /// The existing name.
+        name: String,
+        /// Its UID in upper-case hex.
+        uid: String,
+    },
+    /// Every UID of a kind is taken.
+    #[error("All Unique IDs for {kind} on 3 bytes are already assigned!")]
+    UidsExhausted {
+        /// The UID kind.
+        kind: UidKind,
+    },
+    /// Every dense series id is taken.
+    #[error("all {count} series ids are already assigned")]
+    SeriesExhausted {
+        /// Number of series.
+        count: u64,
+    },
+    /// A TSUID given by a client is not valid hex of the right shape.
+    #[error("invalid TSUID {tsuid:?}: {detail}")]
+    InvalidTsuid {
+        /// The TSUID as sent.
+        tsuid: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A tag value filter could not be built.
+    #[error("invalid {filter} filter {expr:?}: {detail}")]
+    InvalidFilter {
+        /// The filter type.
+        filter: &'static str,
+        /// The expression.
+        expr: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// An argument was invalid (time range, option value).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// Stored bytes could not be decoded.
+    #[error("corrupt {what} {key}: {detail}")]
+    Corruption {
+        /// What was being decoded (`rowkey`, `cell`, `uid row`, `meta row`).
+        what: &'static str,
+        /// The row or column, in hex.
+        key: String,
+        /// What was wrong.
+        detail: String,
+    },
+}
+
+impl Error {
+    /// The category of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Engine(e) => engine_kind(e),
+            Error::WriteFailed(e) => engine_kind(e),
+            Error::EmptyName { .. }
+            | Error::IllegalCharacter { .. }
+            | Error::NoTags { .. }
+            | Error::TooManyTags { .. }
+            | Error::DuplicateTag { .. }
+            | Error::NotFinite { .. }
+            | Error::NegativeTimestamp { .. }
+            | Error::BadTimestamp { .. }
+            | Error::NameExists { .. }
+            | Error::InvalidTsuid { .. }
+            | Error::InvalidFilter { .. }
+            | Error::InvalidArgument(_) => ErrorKind::Client,
+            Error::NoSuchName { .. } | Error::NoSuchUid { .. } => ErrorKind::NotFound,
+            Error::UidsExhausted { .. }
+            | Error::SeriesExhausted { .. }
+            | Error::Corruption { .. } => ErrorKind::Server,
+        }
+    }
+
+    pub(crate) fn corruption(what: &'static str, key: &[u8], detail: impl Into<String>) -> Error {
+        Error::Corruption {
+            what,
+            key: hex_upper(key),
+            detail: detail.into(),
+        }
+    }
+}
+
+fn engine_kind(e: &strata_engine::Error) -> ErrorKind {
+    match e.kind() {
+        strata_engine::ErrorKind::Client => ErrorKind::Client,
+        strata_engine::ErrorKind::NotFound => ErrorKind::NotFound,
+        strata_engine::ErrorKind::Server => ErrorKind::Server,
+    }
+}
+
+/// Prints a non-finite double as Java does (`NaN`, `Infinity`, `-Infinity`).
+fn java_double(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".to_string()
+    } else if v.is_infinite() {
+        if v > 0.0 { "Infinity" } else { "-Infinity" }.to_string()
+    } else {
+        v.to_string()
+    }
+}
+
+/// Upper-case hex of `bytes`, as OpenTSDB prints UIDs and TSUIDs.
+pub(crate) fn hex_upper(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 0xf)] as char);
+    }
+    s
+}
+
+/// Formats tags as OpenTSDB prints a tag map: `{k=v, k=v}`.
+pub(crate) fn format_tags<S: AsRef<str>>(tags: &[(S, S)]) -> String {
+    let mut s = String::from("{");
+    for (i, (k, v)) in tags.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(k.as_ref());
+        s.push('=');
+        s.push_str(v.as_ref());
+    }
+    s.push('}');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_match_opentsdb() {
+        let e = Error::UidsExhausted {
+            kind: UidKind::Metric,
+        };
+        assert_eq!(
+            e.to_string(),
+            "All Unique IDs for metrics on 3 bytes are already assigned!"
+        );
+        assert_eq!(e.kind(), ErrorKind::Server);
+        let e = Error::NoSuchName {
+            kind: UidKind::Tagv,
+            name: "web01".into(),
+        };
+        assert_eq!(e.to_string(), "No such name for 'tagv': 'web01'");
+        assert_eq!(e.kind(), ErrorKind::NotFound);
+        let e = Error::NoTags {
+            metric: "sys.cpu".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "Need at least one tag (metric=sys.cpu, tags={})"
+        );
+        assert_eq!(e.kind(), ErrorKind::Client);
+    }
+
+    #[test]
+    fn non_finite_values_print_as_java() {
+        let e = |v| Error::NotFinite {
+            value: v,
+            metric: "m".into(),
+            timestamp: 1,
+        };
+        assert_eq!(
+            e(f64::NEG_INFINITY).to_string(),
+            "value is NaN or Infinite: -Infinity for metric=m timestamp=1"
+        );
+        assert!(e(f64::INFINITY).to_string().contains(" Infinity "));
+        assert!(e(f64::NAN).to_string().contains(" NaN "));
+    }
+
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<crate::Tsdb>();
+        check::<Error>();
+    }
+
+    #[test]
+    fn hex_and_tags_format() {
+        assert_eq!(hex_upper(&[0, 0, 0x2a]), "00002A");
+        assert_eq!(format_tags(&[("a", "1"), ("b", "2")]), "{a=1, b=2}");
+    }
+
+    #[test]
+    fn engine_errors_keep_their_kind() {
+        let e: Error = strata_engine::Error::InvalidArgument("x".into()).into();
+        assert_eq!(e.kind(), ErrorKind::Client);
+    }
+}

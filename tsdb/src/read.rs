@@ -1,0 +1,397 @@
+//! The read path and explicit deletes.
+//!
+//! A read groups the wanted series by metric and, per metric, either gets each series' rows
+//! one by one (few series) or range-scans each salt bucket over the time range with a row
+//! filter that keeps only the wanted series (many series). Both go through one engine snapshot
+//! and `cell::decode_row`.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use roaring::RoaringBitmap;
+use strata_engine::{Row, ScanOptions, Snapshot, WriteBatch};
+
+use crate::cell::decode_row;
+use crate::error::{Error, Result};
+use crate::filter::Filter;
+use crate::meta;
+use crate::rowkey::{ROW_SPAN_SECS, ROWKEY_HEAD_LEN, RowKey, Tsuid, encode_rowkey, scan_range};
+use crate::tsdb::Tsdb;
+use crate::uid::Uid;
+use crate::value::Value;
+
+/// The points of one series in a time range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesPoints {
+    /// Dense series id.
+    pub id: u32,
+    /// The TSUID.
+    pub tsuid: Tsuid,
+    /// Metric name.
+    pub metric: String,
+    /// Tags, in TSUID order (by tag-key UID).
+    pub tags: Vec<(String, String)>,
+    /// `(ts_ms, value)` in time order, one per instant.
+    pub points: Vec<(i64, Value)>,
+}
+
+/// How a read fetches rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Plan {
+    /// Let the planner choose.
+    Auto,
+    /// One get per series and hour.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "tests force it to compare the plans")
+    )]
+    Gets,
+    /// One range scan per salt bucket.
+    Scans,
+}
+
+/// The wanted series of one metric as `(id, tsuid, salt)`, and the metric's series count.
+type MetricSeries = (Vec<(u32, Tsuid, u8)>, u64);
+
+/// One row found by a read, with the series it belongs to.
+struct FoundRow {
+    id: u32,
+    base_time: u32,
+    row: Row,
+}
+
+impl Tsdb {
+    /// Reads the series of `metric` passing `filters`, points in `[start_ms, end_ms]`.
+    pub fn read(
+        &self,
+        metric: &str,
+        filters: &[Filter],
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<SeriesPoints>> {
+        let ids = self.find_series(metric, filters)?;
+        self.read_series(&ids, start_ms, end_ms)
+    }
+
+    /// Reads series by id, points in `[start_ms, end_ms]` (inclusive), ordered by series id.
+    ///
+    /// A series is returned when it has a row in one of the hours the range touches, even if
+    /// none of that row's points fall in the range (OpenTSDB returns such series with empty
+    /// `dps`). Unknown ids are ignored.
+    pub fn read_series(
+        &self,
+        ids: &RoaringBitmap,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<SeriesPoints>> {
+        self.read_planned(ids, start_ms, end_ms, Plan::Auto)
+    }
+
+    pub(crate) fn read_planned(
+        &self,
+        ids: &RoaringBitmap,
+        start_ms: i64,
+        end_ms: i64,
+        plan: Plan,
+    ) -> Result<Vec<SeriesPoints>> {
+        let snap = self.inner.db.snapshot();
+        let rows = self.fetch_rows(&snap, ids, start_ms, end_ms, plan)?;
+        let mut out: BTreeMap<u32, Vec<(i64, Value)>> = BTreeMap::new();
+        let (mut nrows, mut npoints) = (0u64, 0u64);
+        for r in rows {
+            nrows += 1;
+            let points = out.entry(r.id).or_default();
+            for (ts, v) in decode_row(r.base_time, &r.row.cells)? {
+                if ts >= start_ms && ts <= end_ms {
+                    points.push((ts, v));
+                    npoints += 1;
+                }
+            }
+        }
+        self.inner.stats.read(nrows, npoints);
+        let mut result = Vec::with_capacity(out.len());
+        for (id, mut points) in out {
+            points.sort_by_key(|p| p.0);
+            let Some(tsuid) = self
+                .inner
+                .index
+                .read()
+                .series
+                .get(id as usize)
+                .map(|s| s.tsuid.clone())
+            else {
+                continue;
+            };
+            let (metric, tags) = self.names_of(&tsuid)?;
+            result.push(SeriesPoints {
+                id,
+                tsuid,
+                metric,
+                tags,
+                points,
+            });
+        }
+        Ok(result)
+    }
+
+    /// The data rows of `ids` whose hour meets `[start_ms, end_ms]`.
+    fn fetch_rows(
+        &self,
+        snap: &Snapshot,
+        ids: &RoaringBitmap,
+        start_ms: i64,
+        end_ms: i64,
+        plan: Plan,
+    ) -> Result<Vec<FoundRow>> {
+        if end_ms < start_ms || end_ms < 0 {
+            return Ok(Vec::new());
+        }
+        let first = hour_of(start_ms.max(0));
+        let last = hour_of(end_ms);
+        let hours = u64::from((last - first) / ROW_SPAN_SECS) + 1;
+        // Group the wanted series by metric, and remember each metric's series count.
+        let mut by_metric: BTreeMap<Uid, MetricSeries> = BTreeMap::new();
+        {
+            let index = self.inner.index.read();
+            for id in ids {
+                let Some(s) = index.series.get(id as usize) else {
+                    continue;
+                };
+                let m = s.tsuid.metric();
+                let e = by_metric.entry(m).or_insert_with(|| {
+                    (Vec::new(), index.by_metric.get(&m).map_or(0, |b| b.len()))
+                });
+                e.0.push((id, s.tsuid.clone(), s.salt));
+            }
+        }
+        let mut found = Vec::new();
+        for (metric, (series, total)) in by_metric {
+            let wanted = series.len() as u64;
+            // Gets cost one lookup per series-hour; scans read every series of the metric in the
+            // range. Prefer gets when few of the metric's series are wanted and the get count
+            // stays bounded.
+            let use_gets = match plan {
+                Plan::Gets => true,
+                Plan::Scans => false,
+                Plan::Auto => wanted * 4 <= total && wanted * hours <= 100_000,
+            };
+            if use_gets {
+                for (id, tsuid, salt) in &series {
+                    let mut base = first;
+                    loop {
+                        let key = encode_rowkey(*salt, tsuid, base);
+                        if let Some(row) = snap.get_row(&self.inner.data, &key)? {
+                            found.push(FoundRow {
+                                id: *id,
+                                base_time: base,
+                                row,
+                            });
+                        }
+                        match base.checked_add(ROW_SPAN_SECS) {
+                            Some(b) if b <= last => base = b,
+                            _ => break,
+                        }
+                    }
+                }
+            } else {
+                let wanted_tags: HashSet<Box<[u8]>> = series
+                    .iter()
+                    .map(|(_, t, _)| t.tag_bytes().into())
+                    .collect();
+                let id_of: std::collections::HashMap<Tsuid, u32> =
+                    series.iter().map(|(id, t, _)| (t.clone(), *id)).collect();
+                let filter_all = wanted == total;
+                let wanted_tags = Arc::new(wanted_tags);
+                for salt in 0..self.inner.buckets {
+                    let (start, stop) = scan_range(salt, metric, first, last);
+                    let mut opts = ScanOptions::range(&start, &stop);
+                    if !filter_all {
+                        let w = wanted_tags.clone();
+                        opts.row_filter = Some(Arc::new(move |k: &[u8]| {
+                            k.len() > ROWKEY_HEAD_LEN && w.contains(&k[ROWKEY_HEAD_LEN..])
+                        }));
+                    }
+                    for row in snap.scan(&self.inner.data, &opts)? {
+                        let row = row?;
+                        let rk = RowKey::decode(&row.key)?;
+                        let Some(&id) = id_of.get(&rk.tsuid) else {
+                            tracing::warn!(tsuid = %rk.tsuid.to_hex(), "data row of an unindexed series");
+                            continue;
+                        };
+                        found.push(FoundRow {
+                            id,
+                            base_time: rk.base_time,
+                            row,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// Deletes the points of `ids` in `[start_ms, end_ms]` in one atomic batch. Returns the
+    /// number of points deleted. Rows entirely inside the range are deleted whole.
+    pub fn delete(&self, ids: &RoaringBitmap, start_ms: i64, end_ms: i64) -> Result<u64> {
+        if end_ms < start_ms {
+            return Err(Error::InvalidArgument(format!(
+                "delete range end {end_ms} is before start {start_ms}"
+            )));
+        }
+        let inner = &*self.inner;
+        let _guard = inner.write_lock.lock();
+        let snap = inner.db.snapshot();
+        let rows = self.fetch_rows(&snap, ids, start_ms, end_ms, Plan::Auto)?;
+        let mut batch = WriteBatch::new();
+        let mut deleted = 0u64;
+        for r in &rows {
+            let points = decode_row(r.base_time, &r.row.cells)?;
+            let row_start = i64::from(r.base_time) * 1000;
+            let row_end = row_start + i64::from(ROW_SPAN_SECS) * 1000 - 1;
+            if start_ms <= row_start && row_end <= end_ms {
+                deleted += points.len() as u64;
+                batch.delete_row(&inner.data, &r.row.key);
+                batch.delete_row(&inner.meta, &meta::key(meta::DIRTY_PREFIX, &r.row.key));
+                continue;
+            }
+            for cell in &r.row.cells {
+                if cell.column.is_empty() {
+                    continue;
+                }
+                let off = crate::cell::decode_column(&cell.column)?;
+                let ts = row_start + i64::from(off);
+                if ts >= start_ms && ts <= end_ms {
+                    batch.delete(&inner.data, &r.row.key, &cell.column);
+                    deleted += 1;
+                }
+            }
+        }
+        // Series whose last point was deleted fall back to their latest earlier point.
+        let affected: Vec<u32> = {
+            let index = inner.index.read();
+            ids.iter()
+                .filter(|id| {
+                    index
+                        .series
+                        .get(*id as usize)
+                        .and_then(|s| s.last)
+                        .is_some_and(|(ts, _)| ts >= start_ms && ts <= end_ms)
+                })
+                .collect()
+        };
+        let mut new_lasts = Vec::with_capacity(affected.len());
+        if !affected.is_empty() {
+            let bm: RoaringBitmap = affected.iter().copied().collect();
+            let before = if start_ms > 0 {
+                self.read_planned(&bm, 0, start_ms - 1, Plan::Scans)?
+            } else {
+                Vec::new()
+            };
+            for id in &affected {
+                let last = before
+                    .iter()
+                    .find(|s| s.id == *id)
+                    .and_then(|s| s.points.last().copied());
+                let key = meta::key(meta::LAST_PREFIX, &id.to_be_bytes());
+                match last {
+                    Some((ts, v)) => batch.put(
+                        &inner.meta,
+                        &key,
+                        meta::LAST_COLUMN,
+                        &meta::encode_last(ts, v),
+                    ),
+                    None => batch.delete_row(&inner.meta, &key),
+                }
+                new_lasts.push((*id, last));
+            }
+        }
+        inner.db.write(&batch)?;
+        let mut index = inner.index.write();
+        for (id, last) in new_lasts {
+            if let Some(s) = index.series.get_mut(id as usize) {
+                s.last = last;
+            }
+        }
+        Ok(deleted)
+    }
+}
+
+fn hour_of(ts_ms: i64) -> u32 {
+    let s = (ts_ms / 1000).clamp(0, i64::from(u32::MAX)) as u32;
+    s - s % ROW_SPAN_SECS
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+    use crate::point::PointRef;
+    use crate::tsdb::TsdbOptions;
+
+    #[test]
+    fn gets_and_scans_agree() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let db = Tsdb::open(dir.path(), TsdbOptions::default())?;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let hosts: Vec<String> = (0..40).map(|i| format!("h{i}")).collect();
+        for _ in 0..20 {
+            let tags: Vec<[(&str, &str); 1]> = (0..100)
+                .map(|_| [("host", hosts[rng.gen_range(0..hosts.len())].as_str())])
+                .collect();
+            let points: Vec<PointRef<'_>> = tags
+                .iter()
+                .map(|t| PointRef {
+                    metric: "m",
+                    tags: t,
+                    timestamp: 1_356_998_400_000 + rng.gen_range(0..5 * 3_600_000),
+                    value: Value::Int(rng.gen_range(0..1000)),
+                })
+                .collect();
+            for r in db.write(&points) {
+                r?;
+            }
+        }
+        let all = db.find_series("m", &[])?;
+        let some: RoaringBitmap = all.iter().step_by(7).collect();
+        for ids in [&all, &some] {
+            for (a, b) in [
+                (1_356_990_000_000, 1_357_100_000_000),
+                (1_356_998_400_000 + 1_000_000, 1_356_998_400_000 + 9_000_000),
+            ] {
+                let g = db.read_planned(ids, a, b, Plan::Gets)?;
+                let s = db.read_planned(ids, a, b, Plan::Scans)?;
+                assert_eq!(g, s);
+                assert_eq!(g.len() as u64, ids.len());
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn index_equals_itself_after_reopen() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let before = {
+            let db = Tsdb::open(dir.path(), TsdbOptions::default())?;
+            for i in 0..50i64 {
+                let h = format!("h{}", i % 13);
+                let c = format!("c{}", i % 4);
+                let tags = [("host", h.as_str()), ("cpu", c.as_str())];
+                let p = PointRef {
+                    metric: "m",
+                    tags: &tags,
+                    timestamp: 1_000 + i,
+                    value: Value::Int(i),
+                };
+                for r in db.write(&[p]) {
+                    r?;
+                }
+            }
+            db.delete(&db.find_series("m", &[])?, 1_040_000, 1_060_000)?;
+            db.inner.index.read().clone()
+        };
+        let db = Tsdb::open(dir.path(), TsdbOptions::default())?;
+        assert_eq!(*db.inner.index.read(), before);
+        Ok(())
+    }
+}

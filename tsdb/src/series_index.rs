@@ -1,0 +1,204 @@
+//! The series index: dense u32 series ids, postings as roaring bitmaps, last points.
+//!
+//! Persisted in table `meta` (see `meta.rs`) and rebuilt from it on open; the in-memory state
+//! after a rebuild equals the state before the restart.
+
+use std::collections::{BTreeMap, HashMap};
+
+use roaring::RoaringBitmap;
+use strata_engine::{Db, ScanOptions, Table};
+
+use crate::error::{Error, Result};
+use crate::filter::{Filter, FilterKind};
+use crate::meta;
+use crate::rowkey::{Tsuid, salt_of};
+use crate::uid::{Uid, UidKind, UidTable};
+use crate::value::Value;
+
+/// One series in the index.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SeriesEntry {
+    pub(crate) tsuid: Tsuid,
+    pub(crate) salt: u8,
+    pub(crate) last: Option<(i64, Value)>,
+}
+
+/// Postings of one tag key.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct TagPostings {
+    /// Every series that has the key.
+    pub(crate) all: RoaringBitmap,
+    /// Series per value.
+    pub(crate) by_value: BTreeMap<Uid, RoaringBitmap>,
+}
+
+/// The in-memory index.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct SeriesIndex {
+    pub(crate) series: Vec<SeriesEntry>,
+    pub(crate) by_tsuid: HashMap<Tsuid, u32>,
+    pub(crate) by_metric: BTreeMap<Uid, RoaringBitmap>,
+    pub(crate) by_tag: BTreeMap<Uid, TagPostings>,
+}
+
+impl SeriesIndex {
+    /// Rebuilds the index from table `meta`.
+    pub(crate) fn load(db: &Db, table: &Table, buckets: u8) -> Result<SeriesIndex> {
+        let mut idx = SeriesIndex::default();
+        let rows = db.scan(table, &ScanOptions::prefix(&[meta::SERIES_BY_ID_PREFIX]))?;
+        for row in rows {
+            let row = row?;
+            let id = meta::decode_id_key(&row.key)?;
+            if id as usize != idx.series.len() {
+                return Err(Error::corruption(
+                    "meta row",
+                    &row.key,
+                    format!("series id {id} where {} was expected", idx.series.len()),
+                ));
+            }
+            let cell = row
+                .cells
+                .iter()
+                .find(|c| c.column == meta::SERIES_TSUID_COLUMN)
+                .ok_or_else(|| Error::corruption("meta row", &row.key, "no tsuid column"))?;
+            let tsuid = Tsuid::from_bytes(&cell.value)?;
+            idx.insert(tsuid, buckets);
+        }
+        let rows = db.scan(table, &ScanOptions::prefix(&[meta::LAST_PREFIX]))?;
+        for row in rows {
+            let row = row?;
+            let id = meta::decode_id_key(&row.key)?;
+            let Some(cell) = row.cells.iter().find(|c| c.column == meta::LAST_COLUMN) else {
+                continue;
+            };
+            let last = meta::decode_last(&row.key, &cell.value)?;
+            let entry = idx.series.get_mut(id as usize).ok_or_else(|| {
+                Error::corruption("meta row", &row.key, "last point of an unknown series")
+            })?;
+            entry.last = Some(last);
+        }
+        Ok(idx)
+    }
+
+    /// Number of series.
+    pub(crate) fn len(&self) -> usize {
+        self.series.len()
+    }
+
+    /// The id of a series.
+    pub(crate) fn id(&self, tsuid: &Tsuid) -> Option<u32> {
+        self.by_tsuid.get(tsuid).copied()
+    }
+
+    /// Adds a series with the next id (callers persist it first).
+    pub(crate) fn insert(&mut self, tsuid: Tsuid, buckets: u8) -> u32 {
+        let id = self.series.len() as u32;
+        self.by_metric.entry(tsuid.metric()).or_default().insert(id);
+        for (k, v) in tsuid.tags() {
+            let p = self.by_tag.entry(k).or_default();
+            p.all.insert(id);
+            p.by_value.entry(v).or_default().insert(id);
+        }
+        let salt = salt_of(&tsuid, buckets);
+        self.by_tsuid.insert(tsuid.clone(), id);
+        self.series.push(SeriesEntry {
+            tsuid,
+            salt,
+            last: None,
+        });
+        id
+    }
+
+    /// Series of `metric` that pass every filter. `literal_or` filters on one key are unioned
+    /// (as OpenTSDB's scanner does); every other filter is intersected.
+    pub(crate) fn find(
+        &self,
+        metric: Uid,
+        filters: &[Filter],
+        uids: &UidTable,
+    ) -> Result<RoaringBitmap> {
+        let Some(all) = self.by_metric.get(&metric) else {
+            return Ok(RoaringBitmap::new());
+        };
+        let mut result = all.clone();
+        let mut literal_unions: BTreeMap<Uid, RoaringBitmap> = BTreeMap::new();
+        for f in filters {
+            let Some(tagk) = uids.get(UidKind::Tagk, f.tagk()) else {
+                if f.kind() == FilterKind::NotKey {
+                    continue;
+                }
+                return Err(Error::NoSuchName {
+                    kind: UidKind::Tagk,
+                    name: f.tagk().to_string(),
+                });
+            };
+            let empty = TagPostings::default();
+            let postings = self.by_tag.get(&tagk).unwrap_or(&empty);
+            if let Some(literals) = f.literals() {
+                let u = literal_unions.entry(tagk).or_default();
+                for l in literals {
+                    if let Some(v) = uids.get(UidKind::Tagv, l)
+                        && let Some(bm) = postings.by_value.get(&v)
+                    {
+                        *u |= bm;
+                    }
+                }
+                continue;
+            }
+            let matched = if f.kind() == FilterKind::NotKey {
+                all - &postings.all
+            } else {
+                let mut m = RoaringBitmap::new();
+                for (v, bm) in &postings.by_value {
+                    let name = uids.name(UidKind::Tagv, *v)?;
+                    if f.matches_value(&name) {
+                        m |= bm;
+                    }
+                }
+                m
+            };
+            result &= matched;
+        }
+        for u in literal_unions.into_values() {
+            result &= u;
+        }
+        Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn uid(n: u32) -> Uid {
+        Uid::from_u32(n).unwrap_or_else(|| unreachable!())
+    }
+
+    #[test]
+    fn postings_follow_inserts() -> Result<()> {
+        let mut idx = SeriesIndex::default();
+        let a = idx.insert(Tsuid::new(uid(1), &mut [(uid(1), uid(1))])?, 20);
+        let b = idx.insert(
+            Tsuid::new(uid(1), &mut [(uid(1), uid(2)), (uid(2), uid(3))])?,
+            20,
+        );
+        let c = idx.insert(Tsuid::new(uid(2), &mut [(uid(1), uid(1))])?, 20);
+        assert_eq!((a, b, c), (0, 1, 2));
+        assert_eq!(
+            idx.by_metric[&uid(1)].iter().collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+        assert_eq!(
+            idx.by_tag[&uid(1)].all.iter().collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
+        assert_eq!(
+            idx.by_tag[&uid(1)].by_value[&uid(1)]
+                .iter()
+                .collect::<Vec<_>>(),
+            vec![0, 2]
+        );
+        assert_eq!(idx.id(&idx.series[1].tsuid.clone()), Some(1));
+        Ok(())
+    }
+}

@@ -1,0 +1,577 @@
+//! The [`Tsdb`] handle: opening, the write path, UID and index accessors.
+//!
+//! A database holds three engine tables: `tsdb` (data rows, `rowkey.rs` + `cell.rs`), `uid`
+//! (`uid.rs`) and `meta` (`meta.rs`).
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use roaring::RoaringBitmap;
+use strata_engine::{Db, DbOptions, Table, TableOptions, WriteBatch};
+
+use crate::cell::{EncodedValue, encode_column, encode_value};
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+use crate::filter::Filter;
+use crate::meta;
+use crate::point::PointRef;
+use crate::rowkey::{Tsuid, base_time_of, encode_rowkey, salt_of};
+use crate::series_index::SeriesIndex;
+use crate::stats::{Stats, TsdbStats};
+use crate::uid::{Uid, UidKind, UidTable};
+use crate::validate::{NameRules, check_tag_set, timestamp_to_ms};
+use crate::value::Value;
+
+/// Name of the data table.
+pub(crate) const DATA_TABLE: &str = "tsdb";
+/// Name of the UID table.
+pub(crate) const UID_TABLE: &str = "uid";
+/// Name of the meta table.
+pub(crate) const META_TABLE: &str = "meta";
+
+/// Options of a [`Tsdb`].
+#[derive(Debug, Clone)]
+pub struct TsdbOptions {
+    /// Engine options. Its `clock` is replaced by [`TsdbOptions::clock`], so one clock drives
+    /// the engine's TTL and the tsdb layer.
+    pub db: DbOptions,
+    /// Options of the data table (TTL = retention).
+    pub data_table: TableOptions,
+    /// Salt buckets. Only used when the database is created; afterwards the stored count wins.
+    pub salt_buckets: u8,
+    /// Most tags a point may carry (OpenTSDB's `tsd.storage.max_tags`).
+    pub max_tags: usize,
+    /// Characters allowed in names besides the standard set.
+    pub name_rules: NameRules,
+    /// Assign UIDs to unknown metric names on write. OpenTSDB defaults to false; Strata
+    /// defaults to true, so tcollector and friends work with no set-up.
+    pub auto_create_metrics: bool,
+    /// Assign UIDs to unknown tag keys on write (default true, as OpenTSDB).
+    pub auto_create_tagks: bool,
+    /// Assign UIDs to unknown tag values on write (default true, as OpenTSDB).
+    pub auto_create_tagvs: bool,
+    /// The wall clock.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for TsdbOptions {
+    fn default() -> Self {
+        TsdbOptions {
+            db: DbOptions::default(),
+            data_table: TableOptions::default(),
+            // OpenTSDB's default bucket count: enough to spread one metric's writes, few enough
+            // that a metric scan stays 20 short range scans.
+            salt_buckets: 20,
+            max_tags: 8,
+            name_rules: NameRules::default(),
+            auto_create_metrics: true,
+            auto_create_tagks: true,
+            auto_create_tagvs: true,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// What the index knows about one series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesInfo {
+    /// Dense series id.
+    pub id: u32,
+    /// The TSUID.
+    pub tsuid: Tsuid,
+    /// Metric name.
+    pub metric: String,
+    /// Tags, in TSUID order (by tag-key UID).
+    pub tags: Vec<(String, String)>,
+    /// The latest point `(ts_ms, value)`.
+    pub last: Option<(i64, Value)>,
+}
+
+/// An open time-series database. Cheap to clone; clones share everything.
+#[derive(Debug, Clone)]
+pub struct Tsdb {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) db: Db,
+    pub(crate) data: Table,
+    pub(crate) meta: Table,
+    pub(crate) uids: UidTable,
+    pub(crate) index: RwLock<SeriesIndex>,
+    /// Serializes the commit part of writes and deletes, so the index, the last points and the
+    /// series id counter follow the engine's batch order.
+    pub(crate) write_lock: Mutex<()>,
+    pub(crate) buckets: u8,
+    pub(crate) opts: TsdbOptions,
+    pub(crate) stats: Stats,
+}
+
+struct Prepared {
+    tsuid: Tsuid,
+    ts_ms: i64,
+    value: Value,
+    enc: EncodedValue,
+}
+
+impl Tsdb {
+    /// Opens (creating if needed) the database in `dir`, and rebuilds the series index.
+    pub fn open(dir: impl AsRef<Path>, opts: TsdbOptions) -> Result<Tsdb> {
+        let mut db_opts = opts.db.clone();
+        db_opts.clock = opts.clock.clone();
+        let db = Db::open(dir, db_opts)?;
+        let data = db.open_table(DATA_TABLE, opts.data_table.clone())?;
+        let uid = db.open_table(UID_TABLE, TableOptions::default())?;
+        let meta_t = db.open_table(META_TABLE, TableOptions::default())?;
+        let buckets = match db.get(&meta_t, meta::CONFIG_ROW, meta::SALT_BUCKETS_COLUMN)? {
+            Some(v) => match v[..] {
+                [b] if b > 0 => b,
+                _ => {
+                    return Err(Error::corruption(
+                        "meta row",
+                        meta::CONFIG_ROW,
+                        "bad salt bucket count",
+                    ));
+                }
+            },
+            None => {
+                if opts.salt_buckets == 0 || opts.salt_buckets == u8::MAX {
+                    return Err(Error::InvalidArgument(format!(
+                        "salt_buckets must be in 1..=254, got {}",
+                        opts.salt_buckets
+                    )));
+                }
+                let mut b = WriteBatch::new();
+                b.put(
+                    &meta_t,
+                    meta::CONFIG_ROW,
+                    meta::SALT_BUCKETS_COLUMN,
+                    &[opts.salt_buckets],
+                );
+                db.write_sync(&b)?;
+                opts.salt_buckets
+            }
+        };
+        let uids = UidTable::open(db.clone(), uid)?;
+        let index = SeriesIndex::load(&db, &meta_t, buckets)?;
+        tracing::info!(
+            series = index.len(),
+            metrics = uids.count(UidKind::Metric),
+            tagks = uids.count(UidKind::Tagk),
+            tagvs = uids.count(UidKind::Tagv),
+            buckets,
+            "tsdb opened"
+        );
+        Ok(Tsdb {
+            inner: Arc::new(Inner {
+                db,
+                data,
+                meta: meta_t,
+                uids,
+                index: RwLock::new(index),
+                write_lock: Mutex::new(()),
+                buckets,
+                opts,
+                stats: Stats::default(),
+            }),
+        })
+    }
+
+    /// Writes points in one engine batch, durable per the engine's sync policy. Returns one
+    /// result per point, in order; a point that fails validation does not stop the others.
+    pub fn write<S: AsRef<str>>(&self, points: &[PointRef<'_, S>]) -> Vec<Result<()>> {
+        self.write_inner(points, false)
+    }
+
+    /// As [`Tsdb::write`], and the WAL is fsynced before it returns.
+    pub fn write_sync<S: AsRef<str>>(&self, points: &[PointRef<'_, S>]) -> Vec<Result<()>> {
+        self.write_inner(points, true)
+    }
+
+    fn write_inner<S: AsRef<str>>(
+        &self,
+        points: &[PointRef<'_, S>],
+        sync: bool,
+    ) -> Vec<Result<()>> {
+        let inner = &*self.inner;
+        let prepared: Vec<Result<Prepared>> = points.iter().map(|p| self.prepare(p)).collect();
+        let _guard = inner.write_lock.lock();
+        let mut batch = WriteBatch::new();
+        let mut new_series: Vec<Tsuid> = Vec::new();
+        let mut new_ids: HashMap<Tsuid, (u32, u8)> = HashMap::new();
+        let mut lasts: HashMap<u32, (i64, Value)> = HashMap::new();
+        let mut dirty: HashSet<Vec<u8>> = HashSet::new();
+        let mut ok = 0u64;
+        let mut results: Vec<Result<()>> = Vec::with_capacity(points.len());
+        {
+            let index = inner.index.read();
+            for p in prepared {
+                let p = match p {
+                    Ok(p) => p,
+                    Err(e) => {
+                        results.push(Err(e));
+                        continue;
+                    }
+                };
+                let (id, salt) = match index.id(&p.tsuid) {
+                    Some(id) => (id, index.series.get(id as usize).map_or(0, |s| s.salt)),
+                    None => match new_ids.get(&p.tsuid) {
+                        Some(&x) => x,
+                        None => {
+                            let next = index.len() as u64 + new_series.len() as u64;
+                            let Ok(id) = u32::try_from(next) else {
+                                results.push(Err(Error::SeriesExhausted { count: next }));
+                                continue;
+                            };
+                            let salt = salt_of(&p.tsuid, inner.buckets);
+                            new_ids.insert(p.tsuid.clone(), (id, salt));
+                            new_series.push(p.tsuid.clone());
+                            (id, salt)
+                        }
+                    },
+                };
+                let base = base_time_of(p.ts_ms);
+                let rowkey = encode_rowkey(salt, &p.tsuid, base);
+                let offset = (p.ts_ms - i64::from(base) * 1000) as u32;
+                batch.put(
+                    &inner.data,
+                    &rowkey,
+                    &encode_column(offset),
+                    p.enc.as_bytes(),
+                );
+                dirty.insert(rowkey);
+                let current = lasts
+                    .get(&id)
+                    .copied()
+                    .or_else(|| index.series.get(id as usize).and_then(|s| s.last));
+                if current.is_none_or(|(ts, _)| p.ts_ms >= ts) {
+                    lasts.insert(id, (p.ts_ms, p.value));
+                }
+                ok += 1;
+                results.push(Ok(()));
+            }
+        }
+        if ok == 0 {
+            self.count_rejections(&results);
+            return results;
+        }
+        for tsuid in &new_series {
+            let id = new_ids.get(tsuid).map_or(0, |x| x.0);
+            batch.put(
+                &inner.meta,
+                &meta::key(meta::SERIES_BY_TSUID_PREFIX, tsuid.as_bytes()),
+                meta::SERIES_ID_COLUMN,
+                &id.to_be_bytes(),
+            );
+            batch.put(
+                &inner.meta,
+                &meta::key(meta::SERIES_BY_ID_PREFIX, &id.to_be_bytes()),
+                meta::SERIES_TSUID_COLUMN,
+                tsuid.as_bytes(),
+            );
+        }
+        let now = inner.opts.clock.now_ms().to_be_bytes();
+        for rowkey in &dirty {
+            batch.put(
+                &inner.meta,
+                &meta::key(meta::DIRTY_PREFIX, rowkey),
+                meta::DIRTY_COLUMN,
+                &now,
+            );
+        }
+        for (id, (ts, v)) in &lasts {
+            batch.put(
+                &inner.meta,
+                &meta::key(meta::LAST_PREFIX, &id.to_be_bytes()),
+                meta::LAST_COLUMN,
+                &meta::encode_last(*ts, *v),
+            );
+        }
+        let committed = if sync {
+            inner.db.write_sync(&batch)
+        } else {
+            inner.db.write(&batch)
+        };
+        match committed {
+            Ok(()) => {
+                let mut index = inner.index.write();
+                for tsuid in new_series.iter() {
+                    index.insert(tsuid.clone(), inner.buckets);
+                }
+                for (id, last) in lasts {
+                    if let Some(s) = index.series.get_mut(id as usize) {
+                        s.last = Some(last);
+                    }
+                }
+                inner.stats.series_created(new_series.len() as u64);
+                inner.stats.points_written(ok);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, points = ok, "write batch failed");
+                let e = Arc::new(e);
+                for r in results.iter_mut().filter(|r| r.is_ok()) {
+                    *r = Err(Error::WriteFailed(e.clone()));
+                }
+            }
+        }
+        self.count_rejections(&results);
+        results
+    }
+
+    fn count_rejections(&self, results: &[Result<()>]) {
+        for e in results.iter().filter_map(|r| r.as_ref().err()) {
+            self.inner.stats.rejected(e);
+        }
+    }
+
+    /// Validates a point in OpenTSDB's order and resolves its UIDs.
+    fn prepare<S: AsRef<str>>(&self, p: &PointRef<'_, S>) -> Result<Prepared> {
+        let o = &self.inner.opts;
+        let enc = encode_value(p.value);
+        if let Value::Float(f) = p.value
+            && !f.is_finite()
+        {
+            return Err(Error::NotFinite {
+                value: f,
+                metric: p.metric.to_string(),
+                timestamp: p.timestamp,
+            });
+        }
+        let ts_ms = timestamp_to_ms(p.timestamp, p.metric, p.tags, || enc.describe())?;
+        check_tag_set(p.metric, p.tags, o.max_tags)?;
+        o.name_rules.check_metric(p.metric)?;
+        for (k, v) in p.tags {
+            o.name_rules.check_tag(k.as_ref(), v.as_ref())?;
+        }
+        let metric = self.resolve(UidKind::Metric, p.metric, o.auto_create_metrics)?;
+        let mut pairs = Vec::with_capacity(p.tags.len());
+        for (k, v) in p.tags {
+            pairs.push((
+                self.resolve(UidKind::Tagk, k.as_ref(), o.auto_create_tagks)?,
+                self.resolve(UidKind::Tagv, v.as_ref(), o.auto_create_tagvs)?,
+            ));
+        }
+        pairs.sort_unstable();
+        pairs.dedup();
+        Ok(Prepared {
+            tsuid: Tsuid::new(metric, &mut pairs)?,
+            ts_ms,
+            value: p.value,
+            enc,
+        })
+    }
+
+    fn resolve(&self, kind: UidKind, name: &str, create: bool) -> Result<Uid> {
+        if create {
+            Ok(self
+                .inner
+                .uids
+                .get_or_assign(kind, name, &self.inner.stats)?
+                .0)
+        } else {
+            self.inner.uids.lookup(kind, name)
+        }
+    }
+
+    /// The UID of a name.
+    pub fn uid(&self, kind: UidKind, name: &str) -> Result<Uid> {
+        self.inner.uids.lookup(kind, name)
+    }
+
+    /// The name of a UID.
+    pub fn uid_name(&self, kind: UidKind, uid: Uid) -> Result<String> {
+        Ok(self.inner.uids.name(kind, uid)?.to_string())
+    }
+
+    /// Assigns a UID to `name` after checking it (`/api/uid/assign`). Fails with
+    /// [`Error::NameExists`] if it already has one.
+    pub fn assign_uid(&self, kind: UidKind, name: &str) -> Result<Uid> {
+        let what = match kind {
+            UidKind::Metric => "metric",
+            UidKind::Tagk => "tagk",
+            UidKind::Tagv => "tagv",
+        };
+        self.inner
+            .opts
+            .name_rules
+            .check(name, || what.to_string())?;
+        match self
+            .inner
+            .uids
+            .get_or_assign(kind, name, &self.inner.stats)?
+        {
+            (uid, true) => Ok(uid),
+            (uid, false) => Err(Error::NameExists {
+                kind,
+                name: name.to_string(),
+                uid: uid.to_string(),
+            }),
+        }
+    }
+
+    /// Renames a UID's name.
+    pub fn rename_uid(&self, kind: UidKind, old: &str, new: &str) -> Result<()> {
+        self.inner
+            .opts
+            .name_rules
+            .check(new, || kind.as_str().to_string())?;
+        self.inner.uids.rename(kind, old, new)
+    }
+
+    /// Up to `max` names of `kind` starting with `prefix`, sorted (`/api/suggest`).
+    pub fn suggest(&self, kind: UidKind, prefix: &str, max: usize) -> Vec<String> {
+        self.inner.uids.suggest(kind, prefix, max)
+    }
+
+    /// The salt bucket count fixed at creation.
+    pub fn salt_buckets(&self) -> u8 {
+        self.inner.buckets
+    }
+
+    /// Number of series.
+    pub fn series_count(&self) -> usize {
+        self.inner.index.read().len()
+    }
+
+    /// Series of `metric` that pass every filter (AND; `literal_or` filters on one key are
+    /// unioned). An unknown metric or tag key is a `NoSuchName` error.
+    pub fn find_series(&self, metric: &str, filters: &[Filter]) -> Result<RoaringBitmap> {
+        let m = self.inner.uids.lookup(UidKind::Metric, metric)?;
+        self.inner.index.read().find(m, filters, &self.inner.uids)
+    }
+
+    /// Series of any metric that pass every filter (`/api/search/lookup` without a metric).
+    pub fn find_series_any_metric(&self, filters: &[Filter]) -> Result<RoaringBitmap> {
+        let index = self.inner.index.read();
+        let mut out = RoaringBitmap::new();
+        for m in index.by_metric.keys() {
+            out |= index.find(*m, filters, &self.inner.uids)?;
+        }
+        Ok(out)
+    }
+
+    /// Everything the index knows about series `id`.
+    pub fn series_info(&self, id: u32) -> Result<Option<SeriesInfo>> {
+        let (tsuid, last) = {
+            let index = self.inner.index.read();
+            match index.series.get(id as usize) {
+                Some(s) => (s.tsuid.clone(), s.last),
+                None => return Ok(None),
+            }
+        };
+        let (metric, tags) = self.names_of(&tsuid)?;
+        Ok(Some(SeriesInfo {
+            id,
+            tsuid,
+            metric,
+            tags,
+            last,
+        }))
+    }
+
+    /// The id of a series.
+    pub fn series_id(&self, tsuid: &Tsuid) -> Option<u32> {
+        self.inner.index.read().id(tsuid)
+    }
+
+    pub(crate) fn names_of(&self, tsuid: &Tsuid) -> Result<(String, Vec<(String, String)>)> {
+        let u = &self.inner.uids;
+        let metric = u.name(UidKind::Metric, tsuid.metric())?.to_string();
+        let tags = tsuid
+            .tags()
+            .map(|(k, v)| {
+                Ok((
+                    u.name(UidKind::Tagk, k)?.to_string(),
+                    u.name(UidKind::Tagv, v)?.to_string(),
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((metric, tags))
+    }
+
+    /// Counters now.
+    pub fn stats(&self) -> TsdbStats {
+        let mut s = self.inner.stats.snapshot();
+        s.series_count = self.series_count() as u64;
+        s
+    }
+
+    /// Fsyncs the engine's WAL.
+    pub fn sync(&self) -> Result<()> {
+        Ok(self.inner.db.sync_wal()?)
+    }
+
+    /// Flushes the engine's memtables.
+    pub fn flush(&self) -> Result<()> {
+        Ok(self.inner.db.flush()?)
+    }
+
+    /// The engine database (for the row compactor and admin tools).
+    pub fn engine(&self) -> &Db {
+        &self.inner.db
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_engine::ScanOptions;
+
+    use super::*;
+    use crate::rowkey::RowKey;
+
+    #[test]
+    fn dirty_markers_are_written_with_the_points_and_survive_reopen() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let clock = Arc::new(crate::clock::ManualClock::new(42_000));
+        let opts = TsdbOptions {
+            clock: clock.clone(),
+            ..TsdbOptions::default()
+        };
+        {
+            let db = Tsdb::open(dir.path(), opts.clone())?;
+            let tags = [("host", "a")];
+            let points: Vec<PointRef<'_>> = [1_356_998_400, 1_356_998_401, 1_357_002_000]
+                .into_iter()
+                .map(|timestamp| PointRef {
+                    metric: "m",
+                    tags: &tags,
+                    timestamp,
+                    value: Value::Int(1),
+                })
+                .collect();
+            for r in db.write_sync(&points) {
+                r?;
+            }
+        }
+        let db = Tsdb::open(dir.path(), opts)?;
+        let inner = &db.inner;
+        let mut hours = Vec::new();
+        for row in inner
+            .db
+            .scan(&inner.meta, &ScanOptions::prefix(&[meta::DIRTY_PREFIX]))?
+        {
+            let row = row?;
+            let rk = RowKey::decode(&row.key[1..])?;
+            assert_eq!(row.cells[0].value.as_ref(), &42_000u64.to_be_bytes());
+            hours.push(rk.base_time);
+        }
+        assert_eq!(hours, vec![1_356_998_400, 1_357_002_000]);
+        Ok(())
+    }
+
+    #[test]
+    fn bucket_count_is_fixed_at_creation() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let opts = |b| TsdbOptions {
+            salt_buckets: b,
+            ..TsdbOptions::default()
+        };
+        assert!(Tsdb::open(dir.path(), opts(0)).is_err());
+        drop(Tsdb::open(dir.path(), opts(5))?);
+        assert_eq!(Tsdb::open(dir.path(), opts(20))?.salt_buckets(), 5);
+        Ok(())
+    }
+}

@@ -1,0 +1,429 @@
+//! UIDs: 3-byte ids for metric names, tag keys and tag values (table `uid`).
+//!
+//! ## Format
+//!
+//! ```text
+//! row = name (UTF-8)      column = "id:<kind>"    value = uid (3 bytes BE)
+//! row = uid (3 bytes BE)  column = "name:<kind>"  value = name (UTF-8)
+//! row = 0x00              column = "max:<kind>"   value = last assigned uid (8 bytes BE u64)
+//! ```
+//!
+//! `<kind>` is `metrics`, `tagk` or `tagv`.
+//!
+//! 1. UIDs are assigned from 1 upward per kind; 0 is never assigned.
+//! 2. An assignment writes the counter and both mappings in one atomic batch, under a per-table
+//!    mutex, so a UID is never handed out twice and never leaked.
+//! 3. A name row and a UID row can share bytes (a 3-byte name); their columns differ, and a name
+//!    never holds 0x00, so the counter row is never a name row.
+//!
+//! Every mapping is loaded into memory at open, in both directions; the maps are the caches.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use strata_engine::{Db, ScanOptions, Table, WriteBatch};
+
+use crate::error::{Error, Result, hex_upper};
+use crate::stats::Stats;
+
+/// Bytes of a UID.
+pub(crate) const UID_LEN: usize = 3;
+/// Largest UID on 3 bytes.
+pub const MAX_UID: u32 = (1 << 24) - 1;
+/// Row of the per-kind counters.
+const COUNTER_ROW: &[u8] = &[0];
+
+/// A 3-byte unique id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Uid(u32);
+
+impl Uid {
+    /// The UID with this number, if it fits in 3 bytes and is not 0.
+    pub fn from_u32(n: u32) -> Option<Uid> {
+        (1..=MAX_UID).contains(&n).then_some(Uid(n))
+    }
+
+    pub(crate) fn from_array(b: [u8; UID_LEN]) -> Uid {
+        Uid(u32::from_be_bytes([0, b[0], b[1], b[2]]))
+    }
+
+    /// Decodes 3 big-endian bytes.
+    pub fn from_bytes(b: &[u8]) -> Option<Uid> {
+        match b {
+            [a, b, c] => Uid::from_u32(u32::from_be_bytes([0, *a, *b, *c])),
+            _ => None,
+        }
+    }
+
+    /// The number.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+
+    /// 3 big-endian bytes.
+    pub fn to_bytes(self) -> [u8; UID_LEN] {
+        let b = self.0.to_be_bytes();
+        [b[1], b[2], b[3]]
+    }
+}
+
+impl fmt::Display for Uid {
+    /// Upper-case fixed-width hex, as OpenTSDB's API prints UIDs (`00002A`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&hex_upper(&self.to_bytes()))
+    }
+}
+
+/// The three UID namespaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum UidKind {
+    /// Metric names (`metrics`).
+    Metric,
+    /// Tag keys (`tagk`).
+    Tagk,
+    /// Tag values (`tagv`).
+    Tagv,
+}
+
+impl UidKind {
+    /// Every kind.
+    pub const ALL: [UidKind; 3] = [UidKind::Metric, UidKind::Tagk, UidKind::Tagv];
+
+    /// The name used in storage and messages: `metrics`, `tagk`, `tagv`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UidKind::Metric => "metrics",
+            UidKind::Tagk => "tagk",
+            UidKind::Tagv => "tagv",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn id_column(self) -> &'static [u8] {
+        match self {
+            UidKind::Metric => b"id:metrics",
+            UidKind::Tagk => b"id:tagk",
+            UidKind::Tagv => b"id:tagv",
+        }
+    }
+
+    fn name_column(self) -> &'static [u8] {
+        match self {
+            UidKind::Metric => b"name:metrics",
+            UidKind::Tagk => b"name:tagk",
+            UidKind::Tagv => b"name:tagv",
+        }
+    }
+
+    fn max_column(self) -> &'static [u8] {
+        match self {
+            UidKind::Metric => b"max:metrics",
+            UidKind::Tagk => b"max:tagk",
+            UidKind::Tagv => b"max:tagv",
+        }
+    }
+}
+
+impl fmt::Display for UidKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Default)]
+struct KindMaps {
+    by_name: BTreeMap<Arc<str>, Uid>,
+    by_uid: HashMap<Uid, Arc<str>>,
+    max: u32,
+}
+
+/// The UID table with its in-memory maps.
+#[derive(Debug)]
+pub(crate) struct UidTable {
+    db: Db,
+    table: Table,
+    maps: [RwLock<KindMaps>; 3],
+    /// Serializes assignments and renames (counter read, batch, map update).
+    assign: Mutex<()>,
+    max_uid: u32,
+}
+
+impl UidTable {
+    /// Loads every mapping of `table`.
+    pub(crate) fn open(db: Db, table: Table) -> Result<UidTable> {
+        UidTable::open_with_max(db, table, MAX_UID)
+    }
+
+    /// As `open`, with a lower UID ceiling (tests of exhaustion).
+    pub(crate) fn open_with_max(db: Db, table: Table, max_uid: u32) -> Result<UidTable> {
+        let mut maps: [KindMaps; 3] = Default::default();
+        for row in db.scan(&table, &ScanOptions::default())? {
+            let row = row?;
+            for cell in &row.cells {
+                for kind in UidKind::ALL {
+                    let m = &mut maps[kind.index()];
+                    if cell.column == kind.id_column() {
+                        let uid = Uid::from_bytes(&cell.value).ok_or_else(|| {
+                            Error::corruption("uid row", &row.key, "bad UID value")
+                        })?;
+                        let name = std::str::from_utf8(&row.key).map_err(|_| {
+                            Error::corruption("uid row", &row.key, "name is not UTF-8")
+                        })?;
+                        m.by_name.insert(name.into(), uid);
+                    } else if cell.column == kind.name_column() {
+                        let uid = Uid::from_bytes(&row.key).ok_or_else(|| {
+                            Error::corruption("uid row", &row.key, "bad UID rowkey")
+                        })?;
+                        let name = std::str::from_utf8(&cell.value).map_err(|_| {
+                            Error::corruption("uid row", &row.key, "name is not UTF-8")
+                        })?;
+                        m.by_uid.insert(uid, name.into());
+                    } else if cell.column == kind.max_column() && *row.key == *COUNTER_ROW {
+                        let b: [u8; 8] = cell.value[..].try_into().map_err(|_| {
+                            Error::corruption("uid row", &row.key, "counter is not 8 bytes")
+                        })?;
+                        m.max = u32::try_from(u64::from_be_bytes(b)).map_err(|_| {
+                            Error::corruption("uid row", &row.key, "counter out of range")
+                        })?;
+                    }
+                }
+            }
+        }
+        let [a, b, c] = maps;
+        Ok(UidTable {
+            db,
+            table,
+            maps: [RwLock::new(a), RwLock::new(b), RwLock::new(c)],
+            assign: Mutex::new(()),
+            max_uid,
+        })
+    }
+
+    /// The UID of `name`, if assigned.
+    pub(crate) fn get(&self, kind: UidKind, name: &str) -> Option<Uid> {
+        self.maps[kind.index()].read().by_name.get(name).copied()
+    }
+
+    /// The UID of `name`, or `No such name` error.
+    pub(crate) fn lookup(&self, kind: UidKind, name: &str) -> Result<Uid> {
+        self.get(kind, name).ok_or_else(|| Error::NoSuchName {
+            kind,
+            name: name.to_string(),
+        })
+    }
+
+    /// The name of `uid`.
+    pub(crate) fn name(&self, kind: UidKind, uid: Uid) -> Result<Arc<str>> {
+        self.maps[kind.index()]
+            .read()
+            .by_uid
+            .get(&uid)
+            .cloned()
+            .ok_or_else(|| Error::NoSuchUid {
+                kind,
+                uid: uid.to_string(),
+            })
+    }
+
+    /// The UID of `name`, assigning the next one if it has none. Returns the UID and whether it
+    /// was just assigned.
+    pub(crate) fn get_or_assign(
+        &self,
+        kind: UidKind,
+        name: &str,
+        stats: &Stats,
+    ) -> Result<(Uid, bool)> {
+        if let Some(uid) = self.get(kind, name) {
+            return Ok((uid, false));
+        }
+        let _guard = self.assign.lock();
+        if let Some(uid) = self.get(kind, name) {
+            return Ok((uid, false));
+        }
+        let next = self.maps[kind.index()].read().max + 1;
+        if next > self.max_uid {
+            return Err(Error::UidsExhausted { kind });
+        }
+        let uid = Uid(next);
+        let mut batch = WriteBatch::new();
+        batch.put(
+            &self.table,
+            COUNTER_ROW,
+            kind.max_column(),
+            &u64::from(next).to_be_bytes(),
+        );
+        batch.put(
+            &self.table,
+            &uid.to_bytes(),
+            kind.name_column(),
+            name.as_bytes(),
+        );
+        batch.put(
+            &self.table,
+            name.as_bytes(),
+            kind.id_column(),
+            &uid.to_bytes(),
+        );
+        self.db.write(&batch)?;
+        let mut m = self.maps[kind.index()].write();
+        let name: Arc<str> = name.into();
+        m.max = next;
+        m.by_name.insert(name.clone(), uid);
+        m.by_uid.insert(uid, name);
+        stats.uid_assigned(kind);
+        tracing::trace!(kind = kind.as_str(), uid = next, "assigned uid");
+        Ok((uid, true))
+    }
+
+    /// Renames `old` to `new`, keeping its UID.
+    pub(crate) fn rename(&self, kind: UidKind, old: &str, new: &str) -> Result<()> {
+        let _guard = self.assign.lock();
+        let uid = self.lookup(kind, old)?;
+        if let Some(existing) = self.get(kind, new) {
+            return Err(Error::NameExists {
+                kind,
+                name: new.to_string(),
+                uid: existing.to_string(),
+            });
+        }
+        let mut batch = WriteBatch::new();
+        batch.delete(&self.table, old.as_bytes(), kind.id_column());
+        batch.put(
+            &self.table,
+            new.as_bytes(),
+            kind.id_column(),
+            &uid.to_bytes(),
+        );
+        batch.put(
+            &self.table,
+            &uid.to_bytes(),
+            kind.name_column(),
+            new.as_bytes(),
+        );
+        self.db.write(&batch)?;
+        let mut m = self.maps[kind.index()].write();
+        let new: Arc<str> = new.into();
+        m.by_name.remove(old);
+        m.by_name.insert(new.clone(), uid);
+        m.by_uid.insert(uid, new);
+        Ok(())
+    }
+
+    /// Up to `max` names of `kind` starting with `prefix`, sorted.
+    pub(crate) fn suggest(&self, kind: UidKind, prefix: &str, max: usize) -> Vec<String> {
+        let m = self.maps[kind.index()].read();
+        m.by_name
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(n, _)| n.starts_with(prefix))
+            .take(max)
+            .map(|(n, _)| n.to_string())
+            .collect()
+    }
+
+    /// Number of UIDs assigned for `kind`.
+    pub(crate) fn count(&self, kind: UidKind) -> usize {
+        self.maps[kind.index()].read().by_name.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_engine::{DbOptions, TableOptions};
+
+    use super::*;
+
+    fn open(dir: &std::path::Path, max: u32) -> Result<UidTable> {
+        let db = Db::open(dir, DbOptions::default())?;
+        let t = db.open_table("uid", TableOptions::default())?;
+        UidTable::open_with_max(db, t, max)
+    }
+
+    #[test]
+    fn assign_lookup_rename_reopen() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let stats = Stats::default();
+        {
+            let u = open(dir.path(), MAX_UID)?;
+            assert_eq!(
+                u.get_or_assign(UidKind::Metric, "sys.cpu", &stats)?,
+                (Uid(1), true)
+            );
+            assert_eq!(
+                u.get_or_assign(UidKind::Metric, "sys.mem", &stats)?,
+                (Uid(2), true)
+            );
+            assert_eq!(
+                u.get_or_assign(UidKind::Metric, "sys.cpu", &stats)?,
+                (Uid(1), false)
+            );
+            assert_eq!(
+                u.get_or_assign(UidKind::Tagk, "sys.cpu", &stats)?,
+                (Uid(1), true)
+            );
+            u.rename(UidKind::Metric, "sys.mem", "sys.memory")?;
+            assert!(matches!(
+                u.rename(UidKind::Metric, "sys.cpu", "sys.memory"),
+                Err(Error::NameExists { .. })
+            ));
+            assert_eq!(
+                u.lookup(UidKind::Metric, "nope")
+                    .err()
+                    .map(|e| e.to_string())
+                    .as_deref(),
+                Some("No such name for 'metrics': 'nope'")
+            );
+        }
+        let u = open(dir.path(), MAX_UID)?;
+        assert_eq!(u.get(UidKind::Metric, "sys.memory"), Some(Uid(2)));
+        assert_eq!(u.get(UidKind::Metric, "sys.mem"), None);
+        assert_eq!(&*u.name(UidKind::Metric, Uid(2))?, "sys.memory");
+        assert_eq!(
+            u.get_or_assign(UidKind::Metric, "x", &stats)?,
+            (Uid(3), true)
+        );
+        assert_eq!(
+            u.suggest(UidKind::Metric, "sys.", 10),
+            vec!["sys.cpu", "sys.memory"]
+        );
+        assert_eq!(u.suggest(UidKind::Metric, "sys.", 1), vec!["sys.cpu"]);
+        assert_eq!(u.count(UidKind::Tagk), 1);
+        assert_eq!(stats.snapshot().uids_assigned_metrics, 3);
+        Ok(())
+    }
+
+    #[test]
+    fn exhaustion_message() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let stats = Stats::default();
+        let u = open(dir.path(), 2)?;
+        u.get_or_assign(UidKind::Tagv, "a", &stats)?;
+        u.get_or_assign(UidKind::Tagv, "b", &stats)?;
+        let e = u
+            .get_or_assign(UidKind::Tagv, "c", &stats)
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            e.as_deref(),
+            Some("All Unique IDs for tagv on 3 bytes are already assigned!")
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn uid_bytes() {
+        assert_eq!(Uid::from_u32(0), None);
+        assert_eq!(Uid::from_u32(1 << 24), None);
+        assert_eq!(Uid(42).to_string(), "00002A");
+        assert_eq!(Uid::from_bytes(&[0, 0, 42]), Some(Uid(42)));
+        assert_eq!(Uid::from_bytes(&[0, 0, 0]), None);
+        assert_eq!(Uid::from_bytes(&[0, 42]), None);
+    }
+}

@@ -1,0 +1,55 @@
+//! A point's value: a 64-bit integer or a 64-bit float, as OpenTSDB stores them.
+
+/// The value of one data point.
+///
+/// Equality is exact: floats compare by their bit pattern, so `-0.0 != 0.0`, a NaN equals a NaN
+/// with the same payload, and `Int(1) != Float(1.0)`. That is the equality a codec round trip must
+/// keep, which is why `Value` is also `Eq`.
+#[derive(Debug, Clone, Copy)]
+pub enum Value {
+    /// A signed 64-bit integer.
+    Int(i64),
+    /// An IEEE 754 double.
+    Float(f64),
+}
+
+impl Value {
+    /// Whether this is a float.
+    pub fn is_float(&self) -> bool {
+        matches!(self, Value::Float(_))
+    }
+
+    /// The value as an f64 (integers are converted, possibly rounding above 2^53).
+    pub fn as_f64(&self) -> f64 {
+        match *self {
+            Value::Int(i) => i as f64,
+            Value::Float(f) => f,
+        }
+    }
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Value::Int(a), Value::Int(b)) => a == b,
+            (Value::Float(a), Value::Float(b)) => a.to_bits() == b.to_bits(),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Value {}
+
+#[cfg(test)]
+mod tests {
+    use super::Value;
+
+    #[test]
+    fn float_equality_is_bitwise() {
+        assert_ne!(Value::Float(0.0), Value::Float(-0.0));
+        assert_eq!(Value::Float(f64::NAN), Value::Float(f64::NAN));
+        assert_ne!(Value::Float(f64::NAN), Value::Float(-f64::NAN));
+        assert_ne!(Value::Int(1), Value::Float(1.0));
+        assert_eq!(Value::Int(i64::MIN), Value::Int(i64::MIN));
+    }
+}
