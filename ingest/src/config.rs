@@ -1,0 +1,61 @@
+//! Parser settings shared by the telnet and HTTP put paths.
+
+use crate::point::MAX_INLINE_TAGS;
+
+/// OpenTSDB's default `tsd.storage.max_tags`.
+pub const DEFAULT_MAX_TAGS: usize = 8;
+
+/// OpenTSDB's telnet line limit in bytes (terminator excluded).
+pub const DEFAULT_MAX_LINE_LEN: usize = 1024;
+
+/// Settings for validating points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseConfig {
+    max_tags: usize,
+    extra_chars: Vec<char>,
+}
+
+impl Default for ParseConfig {
+    fn default() -> Self {
+        ParseConfig {
+            max_tags: DEFAULT_MAX_TAGS,
+            extra_chars: Vec::new(),
+        }
+    }
+}
+
+impl ParseConfig {
+    /// The defaults: 8 tags, no extra characters.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `tsd.storage.max_tags`. The value is clamped to `1..=MAX_INLINE_TAGS` (16), because
+    /// points keep their tags inline without allocating.
+    pub fn with_max_tags(mut self, max_tags: usize) -> Self {
+        self.max_tags = max_tags.clamp(1, MAX_INLINE_TAGS);
+        self
+    }
+
+    /// Sets `tsd.core.tag.allow_specialchars`: each character of `chars` is also allowed in
+    /// metric names, tag keys and tag values.
+    pub fn with_allowed_special_chars(mut self, chars: &str) -> Self {
+        self.extra_chars = chars.chars().collect();
+        self.extra_chars.sort_unstable();
+        self.extra_chars.dedup();
+        self
+    }
+
+    /// The maximum number of tags per point.
+    pub fn max_tags(&self) -> usize {
+        self.max_tags
+    }
+
+    /// Whether `c` may appear in a name (§a.2).
+    pub fn is_allowed_char(&self, c: char) -> bool {
+        c.is_ascii_alphanumeric()
+            || matches!(c, '-' | '_' | '.' | '/')
+            || (!c.is_ascii() && c.is_alphabetic())
+            || self.extra_chars.contains(&c)
+    }
+}

@@ -1,0 +1,157 @@
+//! Property tests: arbitrary input never panics and fails only with the crate's listed errors,
+//! and well-formed points survive a round trip through both protocols.
+
+use bytes::BytesMut;
+use proptest::prelude::*;
+
+use crate::{
+    BodyError, Command, LineSplitter, Num, ParseConfig, PutError, decode_body, parse_command,
+    parse_put_body, parse_put_line,
+};
+
+/// A telnet reply starts with `put: ` and ends with one `\n`.
+fn check_put_error(e: &PutError) {
+    let text = e.reply_line();
+    assert!(text.starts_with("put: ") && text.ends_with('\n'), "{text}");
+}
+
+fn check_body_error(e: &BodyError) {
+    assert!(matches!(e.status(), 400 | 413));
+    assert!(serde_json::from_slice::<serde_json::Value>(&e.to_json()).is_ok());
+}
+
+fn name() -> impl Strategy<Value = String> {
+    "[a-zA-Z0-9._/-]{1,12}|[a-zа-я中国]{1,6}"
+}
+
+proptest! {
+    #[test]
+    fn put_line_never_panics(line in proptest::collection::vec(any::<u8>(), 0..200)) {
+        match parse_put_line(&line, &ParseConfig::default()) {
+            Ok(p) => {
+                prop_assert!(p.timestamp > 0);
+                prop_assert!(!p.tags.is_empty() && p.tags.len() <= 8);
+            }
+            Err(e) => check_put_error(&e),
+        }
+        if let Command::Unknown(tok) = parse_command(&line) {
+            let reply = parse_command(&line).unknown_reply().unwrap_or_default();
+            prop_assert!(reply.starts_with("unknown command: ") && reply.ends_with("  Try `help'.\n"));
+            prop_assert!(!tok.contains(&b' '));
+        }
+    }
+
+    #[test]
+    fn put_line_never_panics_on_plausible_lines(
+        words in proptest::collection::vec("[a-z0-9=.+eE -]{0,8}|1e400|NaN|[=]{0,3}", 0..14)
+    ) {
+        let line = format!("put {}", words.join(" "));
+        if let Err(e) = parse_put_line(line.as_bytes(), &ParseConfig::default()) {
+            check_put_error(&e);
+        }
+    }
+
+    #[test]
+    fn line_splitter_never_panics(
+        chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 0..8),
+        max in 0usize..40,
+    ) {
+        let mut sp = LineSplitter::new(max);
+        let mut buf = BytesMut::new();
+        'outer: for c in &chunks {
+            buf.extend_from_slice(c);
+            loop {
+                match sp.next_line(&mut buf) {
+                    Ok(Some(line)) => {
+                        prop_assert!(line.len() <= max);
+                        prop_assert!(!line.contains(&b'\n'));
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        prop_assert_eq!(e.max, max);
+                        break 'outer;
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn put_body_never_panics(body in proptest::collection::vec(any::<u8>(), 0..300)) {
+        if let Err(e) = parse_put_body(&body, &ParseConfig::default()) {
+            check_body_error(&e);
+        }
+        if let Err(e) = decode_body(&body, true, 4096) {
+            check_body_error(&e);
+        }
+    }
+
+    #[test]
+    fn put_body_never_panics_on_json_like_input(
+        parts in proptest::collection::vec(
+            prop_oneof![
+                Just("{".to_owned()), Just("}".to_owned()), Just("[".to_owned()), Just("]".to_owned()),
+                Just(",".to_owned()), Just(":".to_owned()), Just("\"metric\"".to_owned()),
+                Just("\"timestamp\"".to_owned()), Just("\"value\"".to_owned()), Just("\"tags\"".to_owned()),
+                Just("NaN".to_owned()), Just("-Infinity".to_owned()), Just("null".to_owned()),
+                Just("\"\\u00e9\"".to_owned()), "-?[0-9]{1,3}(\\.[0-9])?(e[0-9])?", "\"[a-z =]{0,4}\"",
+            ],
+            0..40,
+        )
+    ) {
+        let body = parts.concat();
+        match parse_put_body(body.as_bytes(), &ParseConfig::default()) {
+            Ok(p) => {
+                prop_assert_eq!(p.good_count() + p.failures().len(), p.total());
+                for f in p.failures() {
+                    prop_assert!(serde_json::to_string(&f.datapoint).is_ok());
+                }
+            }
+            Err(e) => check_body_error(&e),
+        }
+    }
+
+    #[test]
+    fn telnet_round_trip(
+        metric in name(),
+        ts in 1i64..=9_999_999_999_999,
+        int in any::<bool>(),
+        v in any::<i64>(),
+        f in -1e12f64..1e12,
+        tags in proptest::collection::btree_map(name(), name(), 1..=8),
+    ) {
+        let value = if int { v.to_string() } else { format!("{f:?}") };
+        let tag_text: Vec<String> = tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let line = format!("put {metric} {ts} {value} {}\r\n", tag_text.join(" "));
+        let p = parse_put_line(line.as_bytes(), &ParseConfig::default()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(p.metric, metric.as_str());
+        prop_assert_eq!(p.timestamp, ts);
+        prop_assert_eq!(p.value, if int { Num::Int(v) } else { Num::Float(f) });
+        let got: Vec<(String, String)> = p.tags.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
+        let want: Vec<(String, String)> = tags.into_iter().collect();
+        prop_assert_eq!(got, want);
+    }
+
+    #[test]
+    fn http_round_trip(
+        metric in name(),
+        ts in 1i64..=9_999_999_999_999,
+        v in any::<i64>(),
+        as_string in any::<bool>(),
+        tags in proptest::collection::btree_map(name(), name(), 1..=8),
+    ) {
+        let value = if as_string { serde_json::json!(v.to_string()) } else { serde_json::json!(v) };
+        let body = serde_json::json!([{ "metric": metric, "timestamp": ts, "value": value, "tags": tags }]);
+        let bytes = serde_json::to_vec(&body).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let p = parse_put_body(&bytes, &ParseConfig::default()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert!(p.failures().is_empty(), "{:?}", p.failures());
+        let pt = p.points().next().ok_or_else(|| TestCaseError::fail("no point"))?;
+        prop_assert_eq!(pt.metric, metric.as_str());
+        prop_assert_eq!(pt.timestamp, ts);
+        prop_assert_eq!(pt.value, Num::Int(v));
+        prop_assert_eq!(pt.tags.len(), tags.len());
+        for (k, val) in &tags {
+            prop_assert_eq!(pt.tags.get(k), Some(val.as_str()));
+        }
+    }
+}

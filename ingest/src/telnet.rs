@@ -1,0 +1,249 @@
+//! The telnet-style line protocol: command dispatch and `put` parsing
+//! (`shared/spec/opentsdb.md` §b.2, §b.3).
+//!
+//! A `put` line is split on every single space, so consecutive spaces make empty tokens; they
+//! count towards the argument total and empty tag tokens are skipped, as in OpenTSDB. The checks
+//! run in OpenTSDB's order and the first failure wins. Strata differs from OpenTSDB in two ways
+//! (spec README, exceptions #1 and #7): lines are UTF-8, and `sec.frac` timestamps take a
+//! fraction of 1–3 digits as milliseconds instead of deleting the dot.
+
+use crate::config::ParseConfig;
+use crate::error::PutError;
+use crate::point::{
+    MAX_INLINE_TAGS, PointRef, Tags, check_point, is_millis, java_map, parse_long, parse_value,
+};
+
+/// The commands in OpenTSDB's registration order, which is also the order `help` prints.
+/// `rollup` and `histogram` are not supported by Strata.
+pub const COMMAND_NAMES: [&str; 7] = [
+    "stats",
+    "dropcaches",
+    "version",
+    "exit",
+    "help",
+    "put",
+    "diediedie",
+];
+
+/// A telnet command, recognised by its first token (case-sensitive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command<'a> {
+    /// `put ...`: holds the whole line without its terminator, for [`parse_put_line`].
+    Put(&'a [u8]),
+    /// `version`.
+    Version,
+    /// `stats`.
+    Stats,
+    /// `help`.
+    Help,
+    /// `dropcaches`.
+    DropCaches,
+    /// `exit`: close the connection without a reply.
+    Exit,
+    /// `diediedie`: shut the server down (if enabled).
+    DieDieDie,
+    /// Anything else, including an empty line: holds the first token.
+    Unknown(&'a [u8]),
+}
+
+impl Command<'_> {
+    /// For [`Command::Unknown`], OpenTSDB's reply line (with its `\n`).
+    pub fn unknown_reply(&self) -> Option<String> {
+        match self {
+            Command::Unknown(tok) => Some(unknown_command_reply(tok)),
+            _ => None,
+        }
+    }
+}
+
+/// `unknown command: <tok>.  Try `help'.` plus `\n` (two spaces after the period).
+pub fn unknown_command_reply(token: &[u8]) -> String {
+    format!(
+        "unknown command: {}.  Try `help'.\n",
+        String::from_utf8_lossy(token)
+    )
+}
+
+/// `available commands: <name> <name> ... \n`, with a space after every name.
+pub fn help_reply(include_diediedie: bool) -> String {
+    let mut out = String::from("available commands:");
+    for name in COMMAND_NAMES {
+        if name != "diediedie" || include_diediedie {
+            out.push(' ');
+            out.push_str(name);
+        }
+    }
+    out.push_str(" \n");
+    out
+}
+
+/// Strips one trailing `\n` and then one trailing `\r`.
+pub(crate) fn strip_terminator(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// Recognises the command of one line (terminator optional).
+pub fn parse_command(line: &[u8]) -> Command<'_> {
+    let line = strip_terminator(line);
+    let token = line.split(|&b| b == b' ').next().unwrap_or_default();
+    match token {
+        b"put" => Command::Put(line),
+        b"version" => Command::Version,
+        b"stats" => Command::Stats,
+        b"help" => Command::Help,
+        b"dropcaches" => Command::DropCaches,
+        b"exit" => Command::Exit,
+        b"diediedie" => Command::DieDieDie,
+        other => Command::Unknown(other),
+    }
+}
+
+impl PutError {
+    /// The reply line sent to the client, with its `\n`.
+    pub fn reply_line(&self) -> String {
+        format!("{self}\n")
+    }
+}
+
+/// Tags seen so far: inline in the common case, spilling to the heap only past
+/// [`MAX_INLINE_TAGS`] (which is always an error, since `max_tags` is capped there).
+#[derive(Default)]
+struct TagSet<'a> {
+    inline: Tags<'a>,
+    spill: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> TagSet<'a> {
+    fn iter(&self) -> impl Iterator<Item = (&'a str, &'a str)> + '_ {
+        self.inline.iter().chain(self.spill.iter().copied())
+    }
+
+    /// OpenTSDB's `Tags.parse`: one `=`, both sides non-empty; a repeated identical pair is
+    /// ignored, a repeated key with another value is an error.
+    fn add(&mut self, token: &'a str) -> Result<(), PutError> {
+        let mut parts = token.split('=');
+        let (Some(k), Some(v), None) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(PutError::InvalidTag(token.to_owned()));
+        };
+        if k.is_empty() || v.is_empty() {
+            return Err(PutError::InvalidTag(token.to_owned()));
+        }
+        let existing = self.iter().find(|&(key, _)| key == k);
+        match existing {
+            Some((_, old)) if old == v => Ok(()),
+            Some(_) => Err(PutError::DuplicateTag {
+                tag: token.to_owned(),
+                tags: java_map(self.iter()),
+            }),
+            None => {
+                if !self.inline.push(k, v) {
+                    self.spill.push((k, v));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Parses a telnet timestamp token: an integer (seconds or ms by magnitude), or `sec.frac` with
+/// a 1–3 digit fraction of a second (Strata exception #7). Returns `(timestamp, millis)`.
+fn parse_timestamp(tok: &str) -> Result<(i64, bool), PutError> {
+    let Some((int, frac)) = tok.split_once('.') else {
+        let ts = parse_long(tok).map_err(PutError::InvalidNumber)?;
+        return Ok((ts, is_millis(ts)));
+    };
+    let secs = parse_long(int).map_err(PutError::InvalidNumber)?;
+    if frac.is_empty() {
+        return Ok((secs, is_millis(secs)));
+    }
+    if let Some(c) = frac.chars().find(|c| !c.is_ascii_digit()) {
+        return Err(PutError::InvalidNumber(format!(
+            "Invalid character '{c}' in {tok}"
+        )));
+    }
+    if frac.len() > 3 {
+        return Err(PutError::InvalidNumber(format!(
+            "Too many digits after the point in {tok}: at most 3 (milliseconds) are allowed"
+        )));
+    }
+    if secs > 0 && is_millis(secs) {
+        return Err(PutError::InvalidNumber(format!(
+            "A fraction of a second needs a timestamp in seconds: {tok}"
+        )));
+    }
+    // ".5" is 500 ms, ".25" is 250 ms, ".250" is 250 ms.
+    let frac_ms = frac
+        .bytes()
+        .chain(std::iter::repeat(b'0'))
+        .take(3)
+        .fold(0i64, |acc, b| acc * 10 + i64::from(b - b'0'));
+    let ms = secs
+        .checked_mul(1000)
+        .and_then(|v| {
+            if secs < 0 {
+                v.checked_sub(frac_ms)
+            } else {
+                v.checked_add(frac_ms)
+            }
+        })
+        .ok_or_else(|| PutError::InvalidNumber(format!("Overflow in {tok}")))?;
+    Ok((ms, true))
+}
+
+/// Parses one `put` line (terminator optional) into a point, running OpenTSDB's checks in its
+/// order (§b.3 steps 1–8). The first token is not checked: [`parse_command`] did that.
+pub fn parse_put_line<'a>(line: &'a [u8], cfg: &ParseConfig) -> Result<PointRef<'a>, PutError> {
+    let line = std::str::from_utf8(strip_terminator(line)).map_err(|_| PutError::InvalidUtf8)?;
+    let mut words = line.split(' ');
+    let _command = words.next();
+    let (Some(metric), Some(ts_tok), Some(value_tok), Some(first_tag)) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
+        return Err(PutError::NotEnoughArguments {
+            got: line.split(' ').count() - 1,
+        });
+    };
+    if metric.is_empty() {
+        return Err(PutError::EmptyMetric);
+    }
+    let (timestamp, millis) = parse_timestamp(ts_tok)?;
+    if timestamp <= 0 {
+        return Err(PutError::InvalidTimestamp(timestamp));
+    }
+    if value_tok.is_empty() {
+        return Err(PutError::EmptyValue);
+    }
+    let mut tags = TagSet::default();
+    for tok in std::iter::once(first_tag).chain(words) {
+        if !tok.is_empty() {
+            tags.add(tok)?;
+        }
+    }
+    let value = parse_value(value_tok).map_err(PutError::InvalidNumber)?;
+    if tags.spill.is_empty() {
+        check_point(
+            cfg,
+            metric,
+            timestamp,
+            millis,
+            value,
+            tags.inline.as_slice(),
+        )?;
+    } else {
+        let all: Vec<_> = tags.iter().collect();
+        check_point(cfg, metric, timestamp, millis, value, &all)?;
+    }
+    debug_assert!(tags.inline.len() <= MAX_INLINE_TAGS);
+    Ok(PointRef {
+        metric,
+        timestamp,
+        millis,
+        value,
+        tags: tags.inline,
+    })
+}
+
+#[cfg(test)]
+#[path = "telnet/tests.rs"]
+mod tests;
