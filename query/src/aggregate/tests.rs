@@ -1,0 +1,220 @@
+use super::*;
+
+const T: i64 = 1_356_998_400_000;
+const S: i64 = 1000;
+
+fn agg(name: &str) -> Aggregator {
+    Aggregator::from_name(name).unwrap()
+}
+
+fn ints(points: &[(i64, i64)]) -> Vec<Point> {
+    points
+        .iter()
+        .map(|&(t, v)| (T + t * S, Num::Int(v)))
+        .collect()
+}
+
+fn floats(points: &[(i64, f64)]) -> Vec<Point> {
+    points
+        .iter()
+        .map(|&(t, v)| (T + t * S, Num::Float(v)))
+        .collect()
+}
+
+/// Series A 1,2,3 at T+30/60/90 and B 300,299,298 at T+45/75/105 (OpenTSDB's
+/// `runInterpolationSeconds`).
+fn unaligned() -> (Vec<Point>, Vec<Point>) {
+    (
+        ints(&[(30, 1), (60, 2), (90, 3)]),
+        ints(&[(45, 300), (75, 299), (105, 298)]),
+    )
+}
+
+fn run(name: &str, a: &[Point], b: &[Point]) -> Vec<Point> {
+    aggregate(&[a, b], agg(name), false)
+}
+
+#[test]
+fn sum_lerp_without_truncation() {
+    let (a, b) = unaligned();
+    // T+30: only A (B not started) = 1
+    // T+45: A lerp 1 + 15*(2-1)/30 = 1.5, + 300 = 301.5 (OpenTSDB truncates to 301; exception #4)
+    // T+60: 2 + B lerp 299.5 = 301.5; T+75: 2.5 + 299 = 301.5; T+90: 3 + 298.5 = 301.5
+    // T+105: A ended -> 298
+    let expect = vec![
+        (T + 30 * S, Num::Int(1)),
+        (T + 45 * S, Num::Float(301.5)),
+        (T + 60 * S, Num::Float(301.5)),
+        (T + 75 * S, Num::Float(301.5)),
+        (T + 90 * S, Num::Float(301.5)),
+        (T + 105 * S, Num::Int(298)),
+    ];
+    assert_eq!(run("sum", &a, &b), expect);
+}
+
+#[test]
+fn integral_lerp_stays_integer() {
+    // A 0 at T, 4 at T+40; B 10 at T+20, 20 at T+30.
+    // T: A only = 0; T+20: A lerp 2 + 10 = 12; T+30: 3 + 20 = 23; T+40: B ended -> 4
+    let a = ints(&[(0, 0), (40, 4)]);
+    let b = ints(&[(20, 10), (30, 20)]);
+    let expect = ints(&[(0, 0), (20, 12), (30, 23), (40, 4)]);
+    assert_eq!(run("sum", &a, &b), expect);
+}
+
+#[test]
+fn zim_max_min_prev_fills() {
+    let (a, b) = unaligned();
+    let vals =
+        |name: &str| -> Vec<f64> { run(name, &a, &b).iter().map(|p| p.1.to_f64()).collect() };
+    // zimsum: the missing series counts 0: 1, 0+300, 2+0, 0+299, 3+0, 298
+    assert_eq!(vals("zimsum"), vec![1.0, 300.0, 2.0, 299.0, 3.0, 298.0]);
+    assert!(run("zimsum", &a, &b).iter().all(|p| p.1.is_int()));
+    // mimmax: missing = type min, so the present value wins
+    assert_eq!(vals("mimmax"), vec![1.0, 300.0, 2.0, 299.0, 3.0, 298.0]);
+    // mimmin: missing = type max
+    assert_eq!(vals("mimmin"), vec![1.0, 300.0, 2.0, 299.0, 3.0, 298.0]);
+    // pfsum: missing = previous value: 1, 1+300, 2+300, 2+299, 3+299, 298
+    assert_eq!(vals("pfsum"), vec![1.0, 301.0, 302.0, 301.0, 302.0, 298.0]);
+    // count: active series (ZIM zeros count): 1, 2, 2, 2, 2, 1
+    assert_eq!(vals("count"), vec![1.0, 2.0, 2.0, 2.0, 2.0, 1.0]);
+    // squareSum: 1, 0+90000, 4+0, 89401, 9, 88804
+    assert_eq!(
+        vals("squareSum"),
+        vec![1.0, 90_000.0, 4.0, 89_401.0, 9.0, 88_804.0]
+    );
+}
+
+#[test]
+fn lerp_functions() {
+    let (a, b) = unaligned();
+    let vals =
+        |name: &str| -> Vec<f64> { run(name, &a, &b).iter().map(|p| p.1.to_f64()).collect() };
+    // pairs per timestamp: (1), (1.5,300), (2,299.5), (2.5,299), (3,298.5), (298)
+    assert_eq!(vals("max"), vec![1.0, 300.0, 299.5, 299.0, 298.5, 298.0]);
+    assert_eq!(vals("min"), vec![1.0, 1.5, 2.0, 2.5, 3.0, 298.0]);
+    // avg: (1.5+300)/2 = 150.75, (2+299.5)/2 = 150.75, ...
+    assert_eq!(
+        vals("avg"),
+        vec![1.0, 150.75, 150.75, 150.75, 150.75, 298.0]
+    );
+    // dev of a pair = |a-b|/2: (300-1.5)/2 = 149.25, (299.5-2)/2 = 148.75, 148.25, 147.75
+    assert_eq!(vals("dev"), vec![0.0, 149.25, 148.75, 148.25, 147.75, 0.0]);
+    // mult: 1.5*300 = 450, 2*299.5 = 599, 2.5*299 = 747.5, 3*298.5 = 895.5
+    assert_eq!(vals("mult"), vec![1.0, 450.0, 599.0, 747.5, 895.5, 298.0]);
+    // diff = last - first in series order: 300-1.5 = 298.5, 297.5, 296.5, 295.5; single -> 0
+    assert_eq!(vals("diff"), vec![0.0, 298.5, 297.5, 296.5, 295.5, 0.0]);
+    // median of a pair = sorted[1] = the larger
+    assert_eq!(vals("median"), vec![1.0, 300.0, 299.5, 299.0, 298.5, 298.0]);
+}
+
+#[test]
+fn first_last_use_zim_zeros() {
+    // A 1 at T, 3 at T+20; B 5 at T+10. At T+10 A is active but has no point: ZIM 0.
+    let a = ints(&[(0, 1), (20, 3)]);
+    let b = ints(&[(10, 5)]);
+    assert_eq!(run("first", &a, &b), ints(&[(0, 1), (10, 0), (20, 3)]));
+    assert_eq!(run("last", &a, &b), ints(&[(0, 1), (10, 5), (20, 3)]));
+}
+
+#[test]
+fn percentiles_across_series() {
+    let series: Vec<Vec<Point>> = [1, 3, 4, 8].iter().map(|&v| ints(&[(0, v)])).collect();
+    let refs: Vec<&[Point]> = series.iter().map(Vec::as_slice).collect();
+    // integer inputs: ep50r3 uses R-3 -> 3; ep50r7 R-7 -> 3.5; p50 LEGACY -> 3.5; p75 -> 7
+    assert_eq!(aggregate(&refs, agg("ep50r3"), false), ints(&[(0, 3)]));
+    assert_eq!(aggregate(&refs, agg("ep50r7"), false), floats(&[(0, 3.5)]));
+    assert_eq!(aggregate(&refs, agg("p50"), false), floats(&[(0, 3.5)]));
+    assert_eq!(aggregate(&refs, agg("p75"), false), ints(&[(0, 7)]));
+    // float inputs: ep* fall back to LEGACY: p50 = 3.5
+    let series: Vec<Vec<Point>> = [1.0, 3.0, 4.0, 8.0]
+        .iter()
+        .map(|&v| floats(&[(0, v)]))
+        .collect();
+    let refs: Vec<&[Point]> = series.iter().map(Vec::as_slice).collect();
+    assert_eq!(aggregate(&refs, agg("ep50r3"), false), floats(&[(0, 3.5)]));
+}
+
+#[test]
+fn rate_series_use_previous_rate_and_no_seed() {
+    // A rates 1.0 at T+60, 2.0 at T+90; B rates 10.0 at T+75, 20.0 at T+105.
+    let a = floats(&[(60, 1.0), (90, 2.0)]);
+    let b = floats(&[(75, 10.0), (105, 20.0)]);
+    // T+60: B has no rate yet -> left out (exception #3): 1.0
+    // T+75: A previous rate 1.0 (no LERP) + 10 = 11; T+90: 2 + B previous 10 = 12; T+105: 20
+    let out = aggregate(&[&a, &b], agg("sum"), true);
+    assert_eq!(
+        out,
+        floats(&[(60, 1.0), (75, 11.0), (90, 12.0), (105, 20.0)])
+    );
+}
+
+#[test]
+fn mixed_int_float_single_series() {
+    // 1 (int, next is float) -> double; 2.5 -> double; 3 (int, no next) -> int
+    let s = vec![
+        (T, Num::Int(1)),
+        (T + S, Num::Float(2.5)),
+        (T + 2 * S, Num::Int(3)),
+    ];
+    let out = aggregate(&[&s], agg("sum"), false);
+    assert_eq!(
+        out,
+        vec![
+            (T, Num::Float(1.0)),
+            (T + S, Num::Float(2.5)),
+            (T + 2 * S, Num::Int(3))
+        ]
+    );
+}
+
+#[test]
+fn nan_inputs_are_skipped() {
+    // fill-policy NaNs: sum of present values; all-NaN -> NaN
+    let a = floats(&[(0, f64::NAN), (60, 2.0), (120, f64::NAN)]);
+    let b = floats(&[(0, 5.0), (60, f64::NAN), (120, f64::NAN)]);
+    let out = aggregate(&[&a, &b], agg("sum"), false);
+    assert_eq!(&out[..2], &floats(&[(0, 5.0), (60, 2.0)])[..]);
+    assert!(matches!(out[2], (t, Num::Float(v)) if t == T + 120 * S && v.is_nan()));
+}
+
+#[test]
+fn single_point_and_empty_inputs() {
+    let one = ints(&[(0, 7)]);
+    assert_eq!(aggregate(&[&one], agg("avg"), false), ints(&[(0, 7)]));
+    assert_eq!(aggregate(&[&one, &[]], agg("sum"), false), ints(&[(0, 7)]));
+    assert!(aggregate(&[], agg("sum"), false).is_empty());
+    assert!(aggregate(&[&[], &[]], agg("sum"), true).is_empty());
+}
+
+mod prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Aggregating one series returns it unchanged, for every function that is the identity on
+        /// one value.
+        #[test]
+        fn single_series_is_identity(
+            offsets in proptest::collection::btree_set(0i64..10_000, 0..40),
+            name in proptest::sample::select(vec!["sum", "zimsum", "min", "max", "avg", "median", "p99"]),
+        ) {
+            let s: Vec<Point> = offsets.iter().map(|&o| (T + o, Num::Int(o * 3 - 7))).collect();
+            prop_assert_eq!(aggregate(&[&s], agg(name), false), s);
+        }
+
+        /// With aligned series (same timestamps), `sum` is the pointwise sum.
+        #[test]
+        fn aligned_sum_is_pointwise(
+            values in proptest::collection::vec((-1000i64..1000, -1000i64..1000), 0..40),
+        ) {
+            let a: Vec<Point> =
+                values.iter().enumerate().map(|(i, v)| (T + i as i64, Num::Int(v.0))).collect();
+            let b: Vec<Point> =
+                values.iter().enumerate().map(|(i, v)| (T + i as i64, Num::Int(v.1))).collect();
+            let expect: Vec<Point> =
+                values.iter().enumerate().map(|(i, v)| (T + i as i64, Num::Int(v.0 + v.1))).collect();
+            prop_assert_eq!(aggregate(&[&a, &b], agg("sum"), false), expect);
+        }
+    }
+}

@@ -1,0 +1,434 @@
+//! Downsampling one series (§e.4): spec parsing, epoch-aligned fixed buckets, calendar buckets in a
+//! time zone, the `all` interval, and the fill policies.
+//!
+//! Strata differences (spec README exceptions): only points inside `[start, end]` (inclusive) are
+//! aggregated, for every interval including `all` (#8). Kept from OpenTSDB: buckets align to the epoch
+//! (or to civil time for calendar intervals), a bucket is reported at its start, and a bucket starting
+//! before `start` is not emitted, so the points of a partial first bucket are dropped (§e.4 "edges").
+
+use chrono::{Datelike, Duration, NaiveDate, NaiveDateTime, TimeZone, Timelike};
+use chrono_tz::Tz;
+
+use crate::aggregator::Aggregator;
+use crate::error::{Error, Result};
+use crate::num::{Num, Point};
+use crate::time::{local_to_utc_ms, parse_duration};
+
+/// What an empty bucket becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FillPolicy {
+    /// Empty buckets are absent (the default).
+    None,
+    /// Empty buckets are NaN, serialized as `"NaN"`.
+    Nan,
+    /// Empty buckets are NaN, serialized as `null`.
+    Null,
+    /// Empty buckets are 0.0.
+    Zero,
+    /// Parses, but evaluating it fails (as in OpenTSDB 2.4).
+    Scalar,
+}
+
+impl FillPolicy {
+    /// Parses a fill policy name, case-insensitively.
+    pub fn parse(name: &str) -> Result<FillPolicy> {
+        match name.to_ascii_lowercase().as_str() {
+            "none" => Ok(FillPolicy::None),
+            "nan" => Ok(FillPolicy::Nan),
+            "null" => Ok(FillPolicy::Null),
+            "zero" => Ok(FillPolicy::Zero),
+            "scalar" => Ok(FillPolicy::Scalar),
+            _ => Err(Error::InvalidDownsample {
+                spec: name.to_owned(),
+                message: format!("Unrecognized fill policy: {name}"),
+            }),
+        }
+    }
+}
+
+/// A civil-time unit for calendar downsampling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CalendarUnit {
+    /// Seconds.
+    Second,
+    /// Minutes.
+    Minute,
+    /// Hours.
+    Hour,
+    /// Days (local midnight).
+    Day,
+    /// Weeks starting on Sunday (OpenTSDB's en_US locale).
+    Week,
+    /// Months (`n`).
+    Month,
+    /// Years.
+    Year,
+}
+
+/// The bucket width of a downsample spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interval {
+    /// Fixed width in ms, buckets aligned to the epoch.
+    Fixed(i64),
+    /// One bucket over the whole query range (`0all`).
+    All,
+    /// `count` civil units in the query's time zone (`1dc`, or `useCalendar`).
+    Calendar {
+        /// Number of units per bucket (> 0).
+        count: u32,
+        /// The unit.
+        unit: CalendarUnit,
+    },
+}
+
+impl Interval {
+    /// The nominal bucket width in ms (`n` = 30 days, `y` = 365 days); `None` for `all`.
+    pub fn nominal_ms(self) -> Option<i64> {
+        match self {
+            Interval::Fixed(ms) => Some(ms),
+            Interval::All => None,
+            Interval::Calendar { count, unit } => {
+                let unit_s: i64 = match unit {
+                    CalendarUnit::Second => 1,
+                    CalendarUnit::Minute => 60,
+                    CalendarUnit::Hour => 3600,
+                    CalendarUnit::Day => 86_400,
+                    CalendarUnit::Week => 7 * 86_400,
+                    CalendarUnit::Month => 30 * 86_400,
+                    CalendarUnit::Year => 365 * 86_400,
+                };
+                Some(i64::from(count).saturating_mul(unit_s * 1000))
+            }
+        }
+    }
+}
+
+/// A parsed downsample specifier `<interval>[c]-<function>[-<fill>]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DownsampleSpec {
+    /// Bucket width.
+    pub interval: Interval,
+    /// Function applied within a bucket (never `none`).
+    pub function: Aggregator,
+    /// Fill policy for empty buckets.
+    pub fill: FillPolicy,
+}
+
+/// The most buckets a fill policy may emit for one series. A fill emits every bucket of the range,
+/// so a tiny interval over a long range (`1ms-sum-zero` over a year) would otherwise allocate
+/// without bound; 10 million doubles is far beyond any useful graph.
+pub(crate) const MAX_FILL_BUCKETS: i64 = 10_000_000;
+
+fn spec_error(spec: &str, message: String) -> Error {
+    Error::InvalidDownsample {
+        spec: spec.to_owned(),
+        message,
+    }
+}
+
+impl DownsampleSpec {
+    /// Parses a specifier. `use_calendar` is JSON `useCalendar`, which makes a fixed interval
+    /// calendar-aligned as the `c` suffix does.
+    pub fn parse(spec: &str, use_calendar: bool) -> Result<DownsampleSpec> {
+        let parts: Vec<&str> = spec.split('-').collect();
+        match parts.len() {
+            0 | 1 => {
+                return Err(spec_error(
+                    spec,
+                    format!(
+                        "Invalid downsampling specifier '{spec}': must provide at least interval \
+                         and function"
+                    ),
+                ));
+            }
+            2 | 3 => {}
+            _ => {
+                return Err(spec_error(
+                    spec,
+                    format!(
+                        "Invalid downsampling specifier '{spec}': must consist of interval, \
+                         function, and optional fill policy"
+                    ),
+                ));
+            }
+        }
+        let interval = parse_interval(parts[0], use_calendar)?;
+        let function = match parts[1] {
+            "none" => {
+                return Err(spec_error(
+                    spec,
+                    "cannot use the NONE aggregator for downsampling".to_owned(),
+                ));
+            }
+            name => Aggregator::from_name(name)
+                .map_err(|_| spec_error(spec, format!("No such downsampling function: {name}")))?,
+        };
+        let fill = match parts.get(2) {
+            Some(p) => FillPolicy::parse(p)?,
+            None => FillPolicy::None,
+        };
+        Ok(DownsampleSpec {
+            interval,
+            function,
+            fill,
+        })
+    }
+}
+
+fn parse_interval(text: &str, use_calendar: bool) -> Result<Interval> {
+    if text.contains("all") {
+        return Ok(Interval::All);
+    }
+    let (duration, calendar) = match text.strip_suffix('c') {
+        Some(rest) => (rest, true),
+        None => (text, use_calendar),
+    };
+    let ms = parse_duration(duration)?;
+    let is_ms = duration.ends_with("ms");
+    if !calendar || is_ms {
+        return Ok(Interval::Fixed(ms));
+    }
+    let digits = duration.bytes().take_while(u8::is_ascii_digit).count();
+    let count: u32 = duration[..digits]
+        .parse()
+        .map_err(|_| Error::InvalidDuration {
+            input: duration.to_owned(),
+            message: format!("Invalid duration (number): {duration}"),
+        })?;
+    let unit = match duration.chars().last().map(|c| c.to_ascii_lowercase()) {
+        Some('s') => CalendarUnit::Second,
+        Some('m') => CalendarUnit::Minute,
+        Some('h') => CalendarUnit::Hour,
+        Some('d') => CalendarUnit::Day,
+        Some('w') => CalendarUnit::Week,
+        Some('n') => CalendarUnit::Month,
+        _ => CalendarUnit::Year,
+    };
+    Ok(Interval::Calendar { count, unit })
+}
+
+/// Bucket arithmetic: where the bucket holding `ts` starts, and where the next one starts.
+#[derive(Debug, Clone, Copy)]
+enum Buckets {
+    Fixed(i64),
+    Calendar {
+        count: u32,
+        unit: CalendarUnit,
+        tz: Tz,
+    },
+}
+
+impl Buckets {
+    fn floor(self, ts: i64) -> i64 {
+        match self {
+            Buckets::Fixed(width) => ts.saturating_sub(ts.rem_euclid(width)),
+            Buckets::Calendar { count, unit, tz } => {
+                let local = tz
+                    .timestamp_millis_opt(ts)
+                    .earliest()
+                    .map(|d| d.naive_local());
+                let Some((l, start)) =
+                    local.and_then(|l| Some((l, calendar_floor(l, count, unit)?)))
+                else {
+                    return ts;
+                };
+                // Keep the point's own UTC offset when the bucket start has it too, so a point in
+                // the repeated hour of a DST fall-back lands in its own bucket.
+                let same_offset = ts.saturating_sub((l - start).num_milliseconds());
+                let local_of = |t: i64| {
+                    tz.timestamp_millis_opt(t)
+                        .earliest()
+                        .map(|d| d.naive_local())
+                };
+                if local_of(same_offset) == Some(start) {
+                    same_offset
+                } else {
+                    local_to_utc_ms(start, tz)
+                }
+            }
+        }
+    }
+
+    /// The start of the bucket after the one starting at `start` (always > `start`).
+    fn next(self, start: i64) -> i64 {
+        let candidate = match self {
+            Buckets::Fixed(width) => return start.saturating_add(width),
+            Buckets::Calendar { count, unit, tz } => {
+                let n = i64::from(count);
+                let fixed = |secs: i64| start.saturating_add(secs.saturating_mul(n * 1000));
+                let local = tz
+                    .timestamp_millis_opt(start)
+                    .earliest()
+                    .map(|d| d.naive_local());
+                let civil = |f: &dyn Fn(NaiveDateTime) -> Option<NaiveDateTime>| {
+                    local
+                        .and_then(f)
+                        .map_or(i64::MAX, |l| local_to_utc_ms(l, tz))
+                };
+                match unit {
+                    CalendarUnit::Second => fixed(1),
+                    CalendarUnit::Minute => fixed(60),
+                    CalendarUnit::Hour => fixed(3600),
+                    CalendarUnit::Day => civil(&|l| l.checked_add_signed(Duration::days(n))),
+                    CalendarUnit::Week => civil(&|l| l.checked_add_signed(Duration::weeks(n))),
+                    CalendarUnit::Month => {
+                        civil(&|l| l.checked_add_months(chrono::Months::new(count)))
+                    }
+                    CalendarUnit::Year => civil(&|l| {
+                        l.checked_add_months(chrono::Months::new(count.saturating_mul(12)))
+                    }),
+                }
+            }
+        };
+        // Re-align so a bucket count that does not divide its parent restarts at the parent.
+        let aligned = self.floor(candidate);
+        if aligned > start { aligned } else { candidate }
+    }
+}
+
+/// Floors a civil time to its calendar bucket, following OpenTSDB's `previousInterval`: buckets
+/// are stepped `count` units from a base, and the base is the top of the parent unit when `count`
+/// divides it (60 s, 60 min, 24 h, one day) and otherwise the next larger one (seconds from the top
+/// of the hour, minutes from the top of the day, hours from the first of the month, days from Jan 1).
+/// Weeks start on Sunday (en_US) and, as in OpenTSDB, always floor to the current week; months count
+/// from January; years floor to Jan 1 of the same year whatever the count.
+fn calendar_floor(l: NaiveDateTime, count: u32, unit: CalendarUnit) -> Option<NaiveDateTime> {
+    let n = count.max(1);
+    let day = l.date();
+    let midnight = day.and_hms_opt(0, 0, 0)?;
+    let floor = |v: u32| v - v % n;
+    let out = match unit {
+        CalendarUnit::Second if 60 % n == 0 => {
+            day.and_hms_opt(l.hour(), l.minute(), floor(l.second()))?
+        }
+        CalendarUnit::Second => {
+            let secs = floor(l.minute() * 60 + l.second());
+            day.and_hms_opt(l.hour(), secs / 60, secs % 60)?
+        }
+        CalendarUnit::Minute if 60 % n == 0 => day.and_hms_opt(l.hour(), floor(l.minute()), 0)?,
+        CalendarUnit::Minute => {
+            let mins = floor(l.hour() * 60 + l.minute());
+            day.and_hms_opt(mins / 60, mins % 60, 0)?
+        }
+        CalendarUnit::Hour if 24 % n == 0 => day.and_hms_opt(floor(l.hour()), 0, 0)?,
+        CalendarUnit::Hour => {
+            let hours = floor((l.day() - 1) * 24 + l.hour());
+            day.with_day(hours / 24 + 1)?
+                .and_hms_opt(hours % 24, 0, 0)?
+        }
+        CalendarUnit::Day if n == 1 => midnight,
+        CalendarUnit::Day => day
+            .with_ordinal0(floor(day.ordinal0()))?
+            .and_hms_opt(0, 0, 0)?,
+        CalendarUnit::Week => {
+            let back = i64::from(day.weekday().num_days_from_sunday());
+            midnight.checked_sub_signed(Duration::days(back))?
+        }
+        CalendarUnit::Month => {
+            NaiveDate::from_ymd_opt(l.year(), floor(l.month0()) + 1, 1)?.and_hms_opt(0, 0, 0)?
+        }
+        CalendarUnit::Year => NaiveDate::from_ymd_opt(l.year(), 1, 1)?.and_hms_opt(0, 0, 0)?,
+    };
+    Some(out)
+}
+
+/// Downsamples one series (points sorted by time) over the query range `[start, end]` (ms).
+///
+/// Every output value is a `Num::Float`. Buckets are reported at their start; only bucket starts in
+/// `[start, end]` are emitted, and only points in `[start, end]` are aggregated. With a fill policy
+/// other than `none`, every bucket start in `[start, end]` is emitted, empty ones as NaN (`nan`,
+/// `null`) or 0.0 (`zero`), provided the series has at least one point at all. `all` emits one
+/// value at `start` when some point is in range. `tz` is used by calendar intervals only.
+pub fn downsample(
+    points: &[Point],
+    spec: &DownsampleSpec,
+    start: i64,
+    end: i64,
+    tz: Tz,
+) -> Result<Vec<Point>> {
+    let fill_value = match spec.fill {
+        FillPolicy::None => None,
+        FillPolicy::Nan | FillPolicy::Null => Some(f64::NAN),
+        FillPolicy::Zero => Some(0.0),
+        FillPolicy::Scalar => return Err(Error::UnsupportedFill),
+    };
+    let in_range = points.iter().filter(|(ts, _)| (start..=end).contains(ts));
+    let buckets = match spec.interval {
+        Interval::All => {
+            let values: Vec<f64> = in_range.map(|(_, v)| v.to_f64()).collect();
+            if values.is_empty() {
+                return Ok(Vec::new());
+            }
+            return Ok(vec![(
+                start,
+                Num::Float(spec.function.apply(&values, false)),
+            )]);
+        }
+        Interval::Fixed(width) => Buckets::Fixed(width.max(1)),
+        Interval::Calendar { count, unit } => Buckets::Calendar { count, unit, tz },
+    };
+    if points.is_empty() || end < start {
+        return Ok(Vec::new());
+    }
+    let mut first = buckets.floor(start);
+    if first < start {
+        first = buckets.next(first);
+    }
+    // Points grouped by bucket start, in order; buckets before `first` are the dropped partial one.
+    let mut filled: Vec<(i64, Vec<f64>)> = Vec::new();
+    for (ts, v) in in_range {
+        let b = buckets.floor(*ts);
+        if b < first {
+            continue;
+        }
+        match filled.last_mut() {
+            Some((last, values)) if *last == b => values.push(v.to_f64()),
+            _ => filled.push((b, vec![v.to_f64()])),
+        }
+    }
+    let reduce =
+        |(b, values): (i64, Vec<f64>)| (b, Num::Float(spec.function.apply(&values, false)));
+    let Some(fill) = fill_value else {
+        return Ok(filled.into_iter().map(reduce).collect());
+    };
+    // Refuse before allocating (nominal widths; calendar months and DST days vary a little).
+    if let Some(width) = spec.interval.nominal_ms().filter(|w| *w > 0) {
+        let count = end.saturating_sub(first) / width + 1;
+        if count > MAX_FILL_BUCKETS {
+            return Err(Error::TooManyBuckets {
+                buckets: count,
+                limit: MAX_FILL_BUCKETS,
+            });
+        }
+    }
+    let mut out = Vec::new();
+    let mut present = filled.into_iter().peekable();
+    let mut b = first;
+    while b <= end {
+        if out.len() as i64 >= MAX_FILL_BUCKETS {
+            return Err(Error::TooManyBuckets {
+                buckets: MAX_FILL_BUCKETS + 1,
+                limit: MAX_FILL_BUCKETS,
+            });
+        }
+        // Calendar floors may fall off the stepped grid (weeks, years with count > 1): emit them.
+        while let Some(bucket) = present.next_if(|(pb, _)| *pb < b) {
+            out.push(reduce(bucket));
+        }
+        match present.next_if(|(pb, _)| *pb == b) {
+            Some(bucket) => out.push(reduce(bucket)),
+            None => out.push((b, Num::Float(fill))),
+        }
+        let next = buckets.next(b);
+        if next <= b {
+            break;
+        }
+        b = next;
+    }
+    out.extend(present.map(reduce));
+    Ok(out)
+}
+
+#[cfg(test)]
+#[path = "downsample/tests.rs"]
+mod tests;

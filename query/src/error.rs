@@ -1,0 +1,84 @@
+//! The query crate's error type. Each message is OpenTSDB's wording where clients may match on it.
+
+/// Errors from parsing and evaluating queries.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A time string (start, end, relative, absolute) could not be parsed (§e.1).
+    #[error("{message}")]
+    InvalidTime {
+        /// The offending input, as given.
+        input: String,
+        /// OpenTSDB's full message, which names the input.
+        message: String,
+    },
+    /// The query has no start time.
+    #[error("Missing start time")]
+    MissingStart,
+    /// The query's end is not after its start.
+    #[error("End time [{end_ms}] must be greater than the start time [{start_ms}]")]
+    EndBeforeStart {
+        /// Parsed start, ms.
+        start_ms: i64,
+        /// Parsed end, ms.
+        end_ms: i64,
+    },
+    /// A duration (`1h`, `5m`, `500ms`) could not be parsed (§e.1).
+    #[error("{message}")]
+    InvalidDuration {
+        /// The offending input.
+        input: String,
+        /// OpenTSDB's full message, which names the input.
+        message: String,
+    },
+    /// A downsample specifier is malformed (§e.4).
+    #[error("{message}")]
+    InvalidDownsample {
+        /// The offending specifier.
+        spec: String,
+        /// OpenTSDB's full message.
+        message: String,
+    },
+    /// The named aggregator does not exist (names are case-sensitive).
+    #[error("No such name for 'aggregator': '{0}'")]
+    UnknownAggregator(String),
+    /// A fill policy would emit more buckets than the limit allows.
+    #[error("Too many downsample buckets to fill: {buckets} exceeds the limit of {limit}")]
+    TooManyBuckets {
+        /// Buckets the query range would need.
+        buckets: i64,
+        /// The limit.
+        limit: i64,
+    },
+    /// The `scalar` fill policy parses but cannot be evaluated.
+    #[error("Unsupported fill policy: scalar")]
+    UnsupportedFill,
+}
+
+/// How an error maps to an HTTP status class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request was wrong (400).
+    Client,
+    /// Something failed on the server side (500).
+    Server,
+}
+
+impl Error {
+    /// The status category of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidTime { .. }
+            | Error::MissingStart
+            | Error::EndBeforeStart { .. }
+            | Error::InvalidDuration { .. }
+            | Error::InvalidDownsample { .. }
+            | Error::UnknownAggregator(_)
+            | Error::TooManyBuckets { .. }
+            | Error::UnsupportedFill => ErrorKind::Client,
+        }
+    }
+}
+
+/// The crate's result type.
+pub type Result<T> = std::result::Result<T, Error>;
