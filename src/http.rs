@@ -12,10 +12,10 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::server::Shared;
+pub(crate) use crate::server::Shared;
 use crate::version;
 
-type Resp = Response<Full<Bytes>>;
+pub(crate) type Resp = Response<Full<Bytes>>;
 
 /// Serves HTTP/1.1 (with keep-alive) on one connection until the client closes it or the server
 /// shuts down.
@@ -75,7 +75,7 @@ fn parse_route(path: &str) -> Route {
     Route::Api(segments.join("/").to_ascii_lowercase())
 }
 
-async fn route(req: Request<Incoming>, _shared: &Shared) -> Resp {
+async fn route(req: Request<Incoming>, shared: &Shared) -> Resp {
     let method = req.method().clone();
     match parse_route(req.uri().path()) {
         Route::ApiVersionTooHigh => error(
@@ -88,6 +88,8 @@ async fn route(req: Request<Incoming>, _shared: &Shared) -> Resp {
             "version" => only(&method, &[Method::GET, Method::POST], || {
                 json(StatusCode::OK, &version::json())
             }),
+            "put" if method == Method::POST => crate::put::handle(req, shared).await,
+            "put" => method_not_allowed(&method),
             _ => error(StatusCode::NOT_FOUND, "Endpoint not found", ""),
         },
         Route::Other(p) if p == "version" => only(&method, &[Method::GET, Method::POST], || {
@@ -101,12 +103,38 @@ fn only(method: &Method, allowed: &[Method], handler: impl FnOnce() -> Resp) -> 
     if allowed.contains(method) {
         handler()
     } else {
-        error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "Method not allowed",
-            &format!("The HTTP method [{method}] is not permitted for this endpoint"),
-        )
+        method_not_allowed(method)
     }
+}
+
+fn method_not_allowed(method: &Method) -> Resp {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "Method not allowed",
+        &format!("The HTTP method [{method}] is not permitted for this endpoint"),
+    )
+}
+
+/// True when the query string carries `name` in any form: OpenTSDB's boolean flags are
+/// presence flags (`?sync`, `?sync=true` and `?sync=false` all mean set).
+pub(crate) fn flag(query: &str, name: &str) -> bool {
+    query
+        .split('&')
+        .any(|kv| kv.split('=').next() == Some(name))
+}
+
+/// A JSON body that is already serialised (an empty body sends no content type).
+pub(crate) fn raw(status: u16, body: Vec<u8>) -> Resp {
+    let empty = body.is_empty();
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if !empty {
+        resp.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/json; charset=UTF-8"),
+        );
+    }
+    resp
 }
 
 /// OpenTSDB's error body: `{"error":{"code":…,"message":…[,"details":…]}}`.

@@ -2,6 +2,7 @@
 
 mod config;
 mod http;
+mod put;
 mod server;
 mod telnet;
 mod version;
@@ -34,10 +35,28 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
             let config = config::Config::resolve(&args)?;
+            let tsdb = open_tsdb(&config)?;
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
-            runtime.block_on(server::serve(config))
+            runtime.block_on(server::serve(config, tsdb))
         }
     }
+}
+
+/// Opens the storage, logging how long recovery took.
+fn open_tsdb(config: &config::Config) -> anyhow::Result<strata_tsdb::Tsdb> {
+    use anyhow::Context;
+    let started = std::time::Instant::now();
+    let mut opts = strata_tsdb::TsdbOptions::default();
+    opts.db.sync = config.fsync.parse()?;
+    let tsdb = strata_tsdb::Tsdb::open(&config.data_dir, opts)
+        .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
+    tracing::info!(
+        data_dir = %config.data_dir.display(),
+        series = tsdb.series_count(),
+        recovery_ms = started.elapsed().as_millis() as u64,
+        "database open"
+    );
+    Ok(tsdb)
 }

@@ -17,12 +17,16 @@ use crate::{http, telnet};
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) config: Config,
+    /// The storage.
+    pub(crate) tsdb: strata_tsdb::Tsdb,
+    /// How put lines and bodies are parsed.
+    pub(crate) parse: strata_ingest::ParseConfig,
     /// Flips to true when the server starts shutting down.
     pub(crate) shutdown: watch::Receiver<bool>,
 }
 
 /// Serves until SIGINT or SIGTERM, then stops accepting, lets connections finish, and returns.
-pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
+pub(crate) async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()> {
     let addr = (config.bind, config.port);
     let listener = TcpListener::bind(addr)
         .await
@@ -33,8 +37,11 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
     println!("strata listening on {local}");
     let (stop_tx, stop_rx) = watch::channel(false);
     let limit = Arc::new(Semaphore::new(config.max_connections));
+    let parse = strata_ingest::ParseConfig::new();
     let shared = Arc::new(Shared {
         config,
+        tsdb: tsdb.clone(),
+        parse,
         shutdown: stop_rx,
     });
     let mut tasks = tokio::task::JoinSet::new();
@@ -77,6 +84,9 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
     {
         warn!("connections still open after 10 s; closing them");
     }
+    drop(shared);
+    tokio::task::block_in_place(|| tsdb.sync()).context("syncing the WAL at shutdown")?;
+    info!("stopped");
     Ok(())
 }
 

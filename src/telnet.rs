@@ -1,78 +1,198 @@
 //! The telnet line protocol on one connection.
+//!
+//! Lines are read in chunks; every complete `put` line in a chunk is parsed and the chunk's good
+//! points go to storage in one `Tsdb::write`. The next chunk is read only after that write
+//! returns, so a stalled engine stops the socket from being read (backpressure) instead of
+//! buffering without bound. Replies keep the order of the lines that caused them.
 
 use std::sync::Arc;
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use bytes::{Bytes, BytesMut};
+use strata_ingest::{Command, LineSplitter, Num, parse_command, parse_put_line};
+use strata_tsdb::{ErrorKind, PointRef, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedWriteHalf;
 
 use crate::server::Shared;
 use crate::version;
 
-const COMMANDS: &str = "available commands: stats dropcaches version exit help put \n";
+/// Bytes read from the socket at a time. A chunk's puts become one storage write.
+const READ_CHUNK: usize = 64 << 10;
 
 /// Serves telnet commands until the client closes the connection, sends `exit`, or the server
 /// shuts down.
 pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> anyhow::Result<()> {
-    let (read, mut write) = stream.into_split();
-    let mut read = BufReader::new(read);
+    let (mut read, mut write) = stream.into_split();
     let mut shutdown = shared.shutdown.clone();
-    let max = shared.config.max_line_bytes;
-    let mut line = Vec::with_capacity(256);
+    let mut splitter = LineSplitter::new(shared.config.max_line_bytes);
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut session = Session {
+        shared: shared.clone(),
+        puts: Vec::new(),
+        reply: String::new(),
+    };
     loop {
-        line.clear();
         let n = tokio::select! {
-            n = read_line(&mut read, &mut line, max) => n?,
-            _ = shutdown.changed() => return Ok(()),
+            n = read.read_buf(&mut buf) => n?,
+            _ = shutdown.changed() => 0,
         };
-        let Some(n) = n else {
-            write
-                .write_all(format!("error: line longer than {max} bytes; closing\n").as_bytes())
-                .await?;
-            return Ok(());
-        };
-        if n == 0 {
-            return Ok(());
-        }
-        while matches!(line.last(), Some(b'\n' | b'\r')) {
-            line.pop();
-        }
-        let text = String::from_utf8_lossy(&line);
-        let command = text.split(' ').next().unwrap_or("");
-        let reply = match command {
-            "version" => version::telnet_lines(),
-            "help" => COMMANDS.to_string(),
-            "exit" => return Ok(()),
-            "put" | "stats" | "dropcaches" => {
-                format!("{command}: not available yet: storage is not wired into the server\n")
+        let eof = n == 0;
+        let mut lines = Vec::new();
+        let mut too_long = None;
+        loop {
+            match splitter.next_line(&mut buf) {
+                Ok(Some(line)) => lines.push(line),
+                Ok(None) => break,
+                Err(e) => {
+                    too_long = Some(e);
+                    break;
+                }
             }
-            other => format!("unknown command: {other}.  Try `help'.\n"),
-        };
-        write.write_all(reply.as_bytes()).await?;
+        }
+        if eof && too_long.is_none() {
+            // Clients may close right after a last line that has no terminator.
+            match splitter.finish(&mut buf) {
+                Ok(Some(line)) => lines.push(line),
+                Ok(None) => {}
+                Err(e) => too_long = Some(e),
+            }
+        }
+        let keep_going = session.handle_lines(&lines, &mut write).await?;
+        if let Some(e) = too_long {
+            write.write_all(format!("{e}\n").as_bytes()).await?;
+            return Ok(());
+        }
+        if eof || !keep_going {
+            return Ok(());
+        }
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
     }
 }
 
-/// Reads one line into `buf`. `Ok(None)` when the line exceeds `max` bytes.
-async fn read_line<R: AsyncBufReadExt + Unpin>(
-    read: &mut R,
-    buf: &mut Vec<u8>,
-    max: usize,
-) -> std::io::Result<Option<usize>> {
-    loop {
-        let available = read.fill_buf().await?;
-        if available.is_empty() {
-            return Ok(Some(buf.len()));
+struct Session {
+    shared: Arc<Shared>,
+    /// Put lines waiting for the next storage write.
+    puts: Vec<Bytes>,
+    /// Reply text waiting to be sent.
+    reply: String,
+}
+
+impl Session {
+    /// Handles lines in order. Returns false when the connection should close.
+    async fn handle_lines(
+        &mut self,
+        lines: &[Bytes],
+        write: &mut OwnedWriteHalf,
+    ) -> anyhow::Result<bool> {
+        let mut open = true;
+        for line in lines {
+            match parse_command(line) {
+                Command::Put(_) => {
+                    self.puts.push(line.clone());
+                    continue;
+                }
+                command => {
+                    self.flush_puts();
+                    match command {
+                        Command::Version => self.reply.push_str(&version::telnet_lines()),
+                        Command::Help => self.reply.push_str(&strata_ingest::help_reply(false)),
+                        Command::Exit => {
+                            open = false;
+                            break;
+                        }
+                        Command::Stats => self.reply.push_str(&stats_lines(&self.shared)),
+                        Command::DropCaches => self.reply.push_str("Caches dropped.\n"),
+                        // Shutting the server down from a socket is disabled, as with
+                        // OpenTSDB's `tsd.no_diediedie`.
+                        Command::DieDieDie => self
+                            .reply
+                            .push_str(&strata_ingest::unknown_command_reply(b"diediedie")),
+                        Command::Unknown(tok) => self
+                            .reply
+                            .push_str(&strata_ingest::unknown_command_reply(tok)),
+                        Command::Put(_) => {}
+                    }
+                }
+            }
         }
-        let (take, done) = match available.iter().position(|&b| b == b'\n') {
-            Some(i) => (i + 1, true),
-            None => (available.len(), false),
-        };
-        buf.extend_from_slice(&available[..take]);
-        read.consume(take);
-        if buf.len() > max + 2 {
-            return Ok(None);
+        self.flush_puts();
+        if !self.reply.is_empty() {
+            write.write_all(self.reply.as_bytes()).await?;
+            self.reply.clear();
         }
-        if done {
-            return Ok(Some(buf.len()));
-        }
+        Ok(open)
     }
+
+    /// Parses the waiting put lines and writes their good points in one batch.
+    fn flush_puts(&mut self) {
+        if self.puts.is_empty() {
+            return;
+        }
+        let cfg = &self.shared.parse;
+        let mut parsed = Vec::with_capacity(self.puts.len());
+        for line in &self.puts {
+            match parse_put_line(line, cfg) {
+                Ok(p) => parsed.push(p),
+                Err(e) => {
+                    self.reply.push_str(&e.to_string());
+                    self.reply.push('\n');
+                }
+            }
+        }
+        let points: Vec<PointRef<'_>> = parsed
+            .iter()
+            .map(|p| PointRef {
+                metric: p.metric,
+                tags: p.tags.as_slice(),
+                timestamp: p.timestamp,
+                value: match p.value {
+                    Num::Int(i) => Value::Int(i),
+                    Num::Float(f) => Value::Float(f),
+                },
+            })
+            .collect();
+        let results = tokio::task::block_in_place(|| self.shared.tsdb.write(&points));
+        for r in results {
+            if let Err(e) = r {
+                let prefix = match e.kind() {
+                    ErrorKind::Client => "put: illegal argument: ",
+                    ErrorKind::NotFound => "put: unknown metric: ",
+                    _ => "put: storage error: ",
+                };
+                self.reply.push_str(prefix);
+                self.reply.push_str(&e.to_string());
+                self.reply.push('\n');
+            }
+        }
+        drop(points);
+        drop(parsed);
+        self.puts.clear();
+    }
+}
+
+/// The telnet `stats` reply: `tsd.<name> <epoch-sec> <value> host=<host>` lines.
+fn stats_lines(shared: &Shared) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let s = shared.tsdb.stats();
+    let mut out = String::new();
+    for (name, value) in [
+        ("datapoints.added", s.points_written),
+        ("uid.cache-size type=metrics", s.uids_assigned_metrics),
+        ("series.count", s.series_count),
+    ] {
+        let (name, extra) = name.split_once(' ').map_or((name, ""), |(n, e)| (n, e));
+        out.push_str(&format!("tsd.{name} {now} {value} host=strata"));
+        if !extra.is_empty() {
+            out.push(' ');
+            out.push_str(extra);
+        }
+        out.push('\n');
+    }
+    out
 }

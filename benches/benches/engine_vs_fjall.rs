@@ -26,7 +26,10 @@ const BATCH: usize = 1_000;
 const VALUE: &[u8] = &[0x0b, 0x42, 0x2a, 0x00, 0x00];
 
 fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn row_key(row: u32) -> [u8; 16] {
@@ -52,10 +55,17 @@ struct Strata {
 
 fn strata() -> Strata {
     let dir = tempfile::tempdir().expect("tempdir");
-    let opts = DbOptions { sync: SyncPolicy::Interval(Duration::from_millis(100)), ..DbOptions::default() };
+    let opts = DbOptions {
+        sync: SyncPolicy::Interval(Duration::from_millis(100)),
+        ..DbOptions::default()
+    };
     let db = Db::open(dir.path(), opts).expect("open strata");
     let table = db.open_table("t", TableOptions::default()).expect("table");
-    Strata { db, table, _dir: dir }
+    Strata {
+        db,
+        table,
+        _dir: dir,
+    }
 }
 
 struct Fjall {
@@ -67,7 +77,9 @@ struct Fjall {
 fn fjall() -> Fjall {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Database::builder(dir.path()).open().expect("open fjall");
-    let ks = db.keyspace("t", KeyspaceCreateOptions::default).expect("keyspace");
+    let ks = db
+        .keyspace("t", KeyspaceCreateOptions::default)
+        .expect("keyspace");
     Fjall { db, ks, _dir: dir }
 }
 
@@ -136,7 +148,12 @@ fn random_write(c: &mut Criterion) {
         b.iter(|| {
             for _ in 0..N {
                 let mut batch = WriteBatch::new();
-                batch.put(&s.table, &row_key(rng.r#gen()), &column(rng.gen_range(0..360)), VALUE);
+                batch.put(
+                    &s.table,
+                    &row_key(rng.r#gen()),
+                    &column(rng.gen_range(0..360)),
+                    VALUE,
+                );
                 s.db.write(&batch).expect("write");
             }
         })
@@ -146,7 +163,8 @@ fn random_write(c: &mut Criterion) {
     g.bench_function("fjall", |b| {
         b.iter(|| {
             for _ in 0..N {
-                f.ks.insert(fjall_key(rng.r#gen(), rng.gen_range(0..360)), VALUE).expect("insert");
+                f.ks.insert(fjall_key(rng.r#gen(), rng.gen_range(0..360)), VALUE)
+                    .expect("insert");
             }
         })
     });
@@ -189,7 +207,12 @@ fn point_get(c: &mut Criterion) {
         g.bench_function(format!("strata/{case}"), |b| {
             b.iter_batched(
                 || (rng.gen_range(0..rows) + offset, rng.gen_range(0..360)),
-                |(row, col)| black_box(s.db.get(&s.table, &row_key(row), &column(col)).expect("get")),
+                |(row, col)| {
+                    black_box(
+                        s.db.get(&s.table, &row_key(row), &column(col))
+                            .expect("get"),
+                    )
+                },
                 BatchSize::SmallInput,
             )
         });
@@ -216,7 +239,10 @@ fn prefix_scan(c: &mut Criterion) {
     g.bench_function("strata", |b| {
         b.iter(|| {
             let mut n = 0usize;
-            for row in s.db.scan(&s.table, &ScanOptions::prefix(b"")).expect("scan") {
+            for row in
+                s.db.scan(&s.table, &ScanOptions::prefix(b""))
+                    .expect("scan")
+            {
                 n += row.expect("row").cells.len();
             }
             black_box(n)

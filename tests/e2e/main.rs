@@ -2,4 +2,6 @@
 //! clients do.
 
 mod harness;
+mod http_put;
 mod protocol;
+mod telnet_put;

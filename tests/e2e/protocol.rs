@@ -71,7 +71,7 @@ fn an_overlong_telnet_line_gets_an_error() -> anyhow::Result<()> {
     let mut line = String::new();
     BufReader::new(conn).read_line(&mut line)?;
     assert!(
-        line.starts_with("error: line longer than 1024 bytes"),
+        line.starts_with("error: line too long: longer than 1024 bytes"),
         "{line:?}"
     );
     Ok(())

@@ -1,0 +1,143 @@
+//! Telnet `put` end to end: lines in, points stored, errors replied on the same connection.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+
+use strata_tsdb::{Tsdb, TsdbOptions, Value};
+
+use crate::harness::Server;
+
+/// Sends `version` and reads up to its two reply lines. Replies keep line order, and a
+/// connection's pending puts are written before a later command is answered, so everything
+/// before this call is stored once it returns. Returns the lines that came before.
+fn barrier(conn: &mut TcpStream, reader: &mut BufReader<TcpStream>) -> anyhow::Result<Vec<String>> {
+    conn.write_all(b"version\n")?;
+    let mut before = Vec::new();
+    loop {
+        let mut line = String::new();
+        anyhow::ensure!(reader.read_line(&mut line)? > 0, "connection closed");
+        if line.starts_with("net.opentsdb.tools ") {
+            line.clear();
+            reader.read_line(&mut line)?;
+            return Ok(before);
+        }
+        before.push(line);
+    }
+}
+
+/// Each series of a metric: its tags and its points.
+type Series = (Vec<(String, String)>, Vec<(i64, Value)>);
+
+fn read_all(dir: &std::path::Path, metric: &str) -> anyhow::Result<Vec<Series>> {
+    let tsdb = Tsdb::open(dir, TsdbOptions::default())?;
+    let mut out: Vec<_> = tsdb
+        .read(metric, &[], 0, i64::MAX / 2)?
+        .into_iter()
+        .map(|s| (s.tags, s.points))
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+#[test]
+fn put_lines_are_stored_and_bad_lines_get_opentsdb_errors() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Server::start_in(dir.path(), &[])?;
+    let mut conn = server.connect()?;
+    let mut reader = BufReader::new(conn.try_clone()?);
+    // tcollector style: \r\n, double and trailing spaces.
+    conn.write_all(b"put sys.cpu.user 1356998400 42.5 host=web01  cpu=0 \r\n")?;
+    conn.write_all(b"put sys.cpu.user 1356998410000 43 host=web01 cpu=0\n")?;
+    conn.write_all(b"put sys.cpu.user 1356998400 1 host=web02\n")?;
+    conn.write_all(b"put sys.cpu.user\n")?;
+    conn.write_all(b"put sys.cpu.user 1356998400 1\n")?;
+    conn.write_all(b"put sys.cpu.user notatime 1 host=a\n")?;
+    conn.write_all(b"put sys.cpu.user 1356998400 1 host=a b\n")?;
+    conn.write_all(b"put sys.cpu user 1356998400 1 host=a\n")?;
+    conn.write_all(b"put sys.cpu.user 1356998420 44 host=web01 cpu=0\n")?;
+    let errors = barrier(&mut conn, &mut reader)?;
+    assert_eq!(
+        errors,
+        vec![
+            "put: illegal argument: not enough arguments (need least 4, got 1)\n".to_string(),
+            "put: illegal argument: not enough arguments (need least 4, got 3)\n".to_string(),
+            "put: invalid value: Invalid character 'n' in notatime\n".to_string(),
+            "put: illegal argument: invalid tag: b\n".to_string(),
+            "put: invalid value: Invalid character 'u' in user\n".to_string(),
+        ]
+    );
+    drop(conn);
+    assert!(server.stop()?.success());
+
+    let series = read_all(dir.path(), "sys.cpu.user")?;
+    assert_eq!(series.len(), 2, "{series:?}");
+    let (tags, points) = &series[0];
+    assert_eq!(tags.len(), 2);
+    assert!(tags.contains(&("host".to_string(), "web01".to_string())));
+    assert_eq!(
+        points,
+        &vec![
+            (1_356_998_400_000, Value::Float(42.5)),
+            (1_356_998_410_000, Value::Int(43)),
+            (1_356_998_420_000, Value::Int(44)),
+        ]
+    );
+    assert_eq!(series[1].1, vec![(1_356_998_400_000, Value::Int(1))]);
+    Ok(())
+}
+
+#[test]
+fn lines_sent_right_before_close_are_stored() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Server::start_in(dir.path(), &[])?;
+    {
+        // A Python sender: probe, then send and close without reading; no final newline.
+        drop(server.connect()?);
+        let mut conn = server.connect()?;
+        for i in 0..500 {
+            writeln!(conn, "put m.close {} {i} host=h", 1_356_998_400 + i)?;
+        }
+        conn.write_all(b"put m.close 1356999999 7 host=h")?;
+    }
+    // A second connection's barrier does not order the first one; poll the server instead.
+    let mut conn = server.connect()?;
+    let mut reader = BufReader::new(conn.try_clone()?);
+    barrier(&mut conn, &mut reader)?;
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(server.stop()?.success());
+    let series = read_all(dir.path(), "m.close")?;
+    assert_eq!(series.len(), 1);
+    assert_eq!(series[0].1.len(), 501);
+    Ok(())
+}
+
+#[test]
+fn kill_9_loses_nothing_acknowledged_with_fsync_always() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Server::start_in(dir.path(), &["--fsync", "always"])?;
+    let mut conn = server.connect()?;
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let mut acked = 0;
+    for round in 0..20 {
+        for i in 0..100 {
+            let n = round * 100 + i;
+            writeln!(conn, "put m.crash {} {n} host=h", 1_356_998_400 + n)?;
+        }
+        assert!(barrier(&mut conn, &mut reader)?.is_empty());
+        acked = (round + 1) * 100;
+    }
+    // More writes in flight, then SIGKILL.
+    for n in acked..acked + 100 {
+        writeln!(conn, "put m.crash {} {n} host=h", 1_356_998_400 + n)?;
+    }
+    drop(server);
+    let series = read_all(dir.path(), "m.crash")?;
+    assert_eq!(series.len(), 1);
+    let points = &series[0].1;
+    assert!(points.len() >= acked as usize, "{} < {acked}", points.len());
+    for (i, (ts, v)) in points.iter().enumerate() {
+        assert_eq!(*ts, (1_356_998_400 + i as i64) * 1000);
+        assert_eq!(*v, Value::Int(i as i64));
+    }
+    Ok(())
+}
