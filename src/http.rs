@@ -89,6 +89,28 @@ async fn route(req: Request<Incoming>, shared: &Shared) -> Resp {
                 json(StatusCode::OK, &version::json())
             }),
             "put" if method == Method::POST => crate::put::handle(req, shared).await,
+            "suggest" if method == Method::POST => match read_body(req, shared).await {
+                Ok(body) => crate::api::suggest(shared, "", Some(&body)),
+                Err(resp) => resp,
+            },
+            "suggest" => only(&method, &[Method::GET], || {
+                crate::api::suggest(shared, req.uri().query().unwrap_or(""), None)
+            }),
+            "aggregators" => only(
+                &method,
+                &[Method::GET, Method::POST],
+                crate::api::aggregators,
+            ),
+            "config/filters" => only(
+                &method,
+                &[Method::GET, Method::POST],
+                crate::api::config_filters,
+            ),
+            "dropcaches" => only(
+                &method,
+                &[Method::GET, Method::POST, Method::DELETE],
+                crate::api::dropcaches,
+            ),
             "put" => method_not_allowed(&method),
             _ => error(StatusCode::NOT_FOUND, "Endpoint not found", ""),
         },
@@ -113,6 +135,76 @@ fn method_not_allowed(method: &Method) -> Resp {
         "Method not allowed",
         &format!("The HTTP method [{method}] is not permitted for this endpoint"),
     )
+}
+
+/// Reads a request body up to the configured limit, gunzipping it when the client says so.
+pub(crate) async fn read_body(req: Request<Incoming>, shared: &Shared) -> Result<Vec<u8>, Resp> {
+    use http_body_util::{BodyExt, Limited};
+    let gzip = req
+        .headers()
+        .get(hyper::header::CONTENT_ENCODING)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
+    let max = shared.config.max_body_bytes;
+    let body = match Limited::new(req.into_body(), max).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            return Err(error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "Request body too large",
+                &format!("the body is larger than the {max} byte limit (max_body_bytes)"),
+            ));
+        }
+        Err(e) => {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "Unable to read the request body",
+                &e.to_string(),
+            ));
+        }
+    };
+    match strata_ingest::decode_body(&body, gzip, max) {
+        Ok(decoded) => Ok(decoded.into_owned()),
+        Err(e) => Err(raw(e.status(), e.to_json())),
+    }
+}
+
+/// The first value of `name` in a query string, percent-decoded.
+pub(crate) fn query_param(query: &str, name: &str) -> Option<String> {
+    query.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (k == name).then(|| percent_decode(v))
+    })
+}
+
+/// Decodes `%XX` escapes and `+` (a space in query strings); bad escapes stay as they are.
+pub(crate) fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A 200 JSON response.
+pub(crate) fn json_ok(value: &serde_json::Value) -> Resp {
+    json(StatusCode::OK, value)
 }
 
 /// True when the query string carries `name` in any form: OpenTSDB's boolean flags are
@@ -170,6 +262,20 @@ fn text(status: StatusCode, body: String) -> Resp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn query_params_decode() {
+        assert_eq!(
+            query_param("type=metrics&q=sys%2Ec+x&max=5", "q").as_deref(),
+            Some("sys.c x")
+        );
+        assert_eq!(query_param("a=1&b", "b").as_deref(), Some(""));
+        assert_eq!(query_param("a=1", "b"), None);
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+        assert!(flag("details&x=1", "details"));
+        assert!(flag("details=false", "details"));
+        assert!(!flag("detailsx", "details"));
+    }
 
     #[test]
     fn routes_normalise_like_opentsdb() {

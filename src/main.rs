@@ -1,5 +1,6 @@
 //! The `strata` binary: command-line entry point and wiring.
 
+mod api;
 mod config;
 mod http;
 mod put;

@@ -1,68 +1,27 @@
 //! `POST /api/put`: parse the body, store the good points, answer in OpenTSDB's shapes.
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Limited};
+use hyper::Request;
 use hyper::body::Incoming;
-use hyper::header::CONTENT_ENCODING;
-use hyper::{Request, StatusCode};
-use strata_ingest::{
-    DatapointEcho, Num, PutFailure, PutResponse, ReplyMode, decode_body, parse_put_body,
-};
+use strata_ingest::{DatapointEcho, Num, PutFailure, PutResponse, ReplyMode, parse_put_body};
 use strata_tsdb::{ErrorKind, PointRef, Value};
 
-use crate::http::{Resp, Shared, error, flag, raw};
+use crate::http::{Resp, Shared, flag, raw};
 
 /// Handles one `/api/put` request.
 pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Resp {
     let query = req.uri().query().unwrap_or("").to_string();
     let mode = ReplyMode::from_flags(flag(&query, "summary"), flag(&query, "details"));
     let sync = flag(&query, "sync");
-    let gzip = req
-        .headers()
-        .get(CONTENT_ENCODING)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
-    let max = shared.config.max_body_bytes;
-    let body: Bytes = match Limited::new(req.into_body(), max).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e)
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "Request body too large",
-                &format!("the body is larger than the {max} byte limit (max_body_bytes)"),
-            );
-        }
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "Unable to read the request body",
-                &e.to_string(),
-            );
-        }
-    };
-    let decoded = match decode_body(&body, gzip, max) {
-        Ok(d) => d,
-        Err(e) => return raw(e.status(), e.to_json()),
+    let decoded = match crate::http::read_body(req, shared).await {
+        Ok(body) => body,
+        Err(resp) => return resp,
     };
     let parsed = match parse_put_body(&decoded, &shared.parse) {
         Ok(p) => p,
         Err(e) => return raw(e.status(), e.to_json()),
     };
     let ingest_points: Vec<_> = parsed.points().collect();
-    let points: Vec<PointRef<'_>> = ingest_points
-        .iter()
-        .map(|p| PointRef {
-            metric: p.metric,
-            tags: p.tags.as_slice(),
-            timestamp: p.timestamp,
-            value: match p.value {
-                Num::Int(i) => Value::Int(i),
-                Num::Float(f) => Value::Float(f),
-            },
-        })
-        .collect();
+    let points: Vec<PointRef<'_>> = ingest_points.iter().map(to_tsdb).collect();
     let tsdb = shared.tsdb.clone();
     let results = tokio::task::block_in_place(|| {
         if sync {
@@ -109,5 +68,18 @@ fn echo(p: &PointRef<'_>) -> DatapointEcho {
                 .map(|(k, v)| (k.to_string(), Some(v.to_string())))
                 .collect(),
         ),
+    }
+}
+
+/// The storage layer's view of a parsed point; borrows everything.
+pub(crate) fn to_tsdb<'a>(p: &'a strata_ingest::PointRef<'a>) -> PointRef<'a> {
+    PointRef {
+        metric: p.metric,
+        tags: p.tags.as_slice(),
+        timestamp: p.timestamp,
+        value: match p.value {
+            Num::Int(i) => Value::Int(i),
+            Num::Float(f) => Value::Float(f),
+        },
     }
 }

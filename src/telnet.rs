@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use strata_ingest::{Command, LineSplitter, Num, parse_command, parse_put_line};
-use strata_tsdb::{ErrorKind, PointRef, Value};
+use strata_ingest::{Command, LineSplitter, parse_command, parse_put_line};
+use strata_tsdb::{ErrorKind, PointRef};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedWriteHalf;
@@ -142,18 +142,7 @@ impl Session {
                 }
             }
         }
-        let points: Vec<PointRef<'_>> = parsed
-            .iter()
-            .map(|p| PointRef {
-                metric: p.metric,
-                tags: p.tags.as_slice(),
-                timestamp: p.timestamp,
-                value: match p.value {
-                    Num::Int(i) => Value::Int(i),
-                    Num::Float(f) => Value::Float(f),
-                },
-            })
-            .collect();
+        let points: Vec<PointRef<'_>> = parsed.iter().map(crate::put::to_tsdb).collect();
         let results = tokio::task::block_in_place(|| self.shared.tsdb.write(&points));
         for r in results {
             if let Err(e) = r {

@@ -76,3 +76,87 @@ fn an_overlong_telnet_line_gets_an_error() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn suggest_aggregators_and_filters_answer_like_opentsdb() -> anyhow::Result<()> {
+    let server = Server::start()?;
+    let mut conn = server.connect()?;
+    conn.write_all(b"put sys.cpu.user 1356998400 1 host=web01\nput sys.cpu.sys 1356998400 1 host=web02\nput net.bytes 1356998400 1 iface=eth0\nversion\n")?;
+    let mut reader = BufReader::new(conn);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    assert!(line.starts_with("net.opentsdb.tools"), "{line:?}");
+
+    let get = |path: &str| -> anyhow::Result<(u16, serde_json::Value)> {
+        let (status, body) = server.http("GET", path, b"")?;
+        Ok((status, serde_json::from_str(&body)?))
+    };
+    assert_eq!(
+        get("/api/suggest?type=metrics&q=sys")?,
+        (200, serde_json::json!(["sys.cpu.sys", "sys.cpu.user"]))
+    );
+    assert_eq!(
+        get("/api/suggest?type=metrics&q=sys&max=1")?,
+        (200, serde_json::json!(["sys.cpu.sys"]))
+    );
+    assert_eq!(
+        get("/api/suggest?type=tagk")?,
+        (200, serde_json::json!(["host", "iface"]))
+    );
+    assert_eq!(
+        get("/api/suggest?type=tagv&q=web")?,
+        (200, serde_json::json!(["web01", "web02"]))
+    );
+    let (status, body) = get("/api/suggest?type=metric")?;
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["message"], "Invalid 'type' parameter:metric");
+    let (status, body) = get("/api/suggest?q=sys")?;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body["error"]["message"],
+        "Missing parameter <code>type</code>"
+    );
+    let (status, body) = get("/api/suggest?type=metrics&max=ten")?;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body["error"]["message"],
+        "Unable to parse 'max' as a number"
+    );
+    let (status, body) = server.http(
+        "POST",
+        "/api/suggest",
+        br#"{"type":"metrics","q":"net","max":"5"}"#,
+    )?;
+    assert_eq!((status, body.as_str()), (200, r#"["net.bytes"]"#));
+
+    let (status, aggs) = get("/api/aggregators")?;
+    assert_eq!(status, 200);
+    let aggs = aggs.as_array().cloned().unwrap_or_default();
+    for name in [
+        "sum", "avg", "zimsum", "mimmax", "p99", "ep999r7", "none", "count",
+    ] {
+        assert!(
+            aggs.iter().any(|a| a == name),
+            "{name} missing from {aggs:?}"
+        );
+    }
+    let (status, filters) = get("/api/config/filters")?;
+    assert_eq!(status, 200);
+    for name in [
+        "literal_or",
+        "iliteral_or",
+        "not_literal_or",
+        "not_iliteral_or",
+        "wildcard",
+        "iwildcard",
+        "regexp",
+        "not_key",
+    ] {
+        assert!(
+            filters[name]["description"].is_string(),
+            "{name} in {filters}"
+        );
+        assert!(filters[name]["examples"].is_string(), "{name} in {filters}");
+    }
+    Ok(())
+}

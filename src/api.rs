@@ -1,0 +1,156 @@
+//! Small OpenTSDB endpoints: `/api/suggest`, `/api/aggregators`, `/api/config/filters`,
+//! `/api/dropcaches`.
+
+use hyper::StatusCode;
+use serde_json::{Value as Json, json};
+use strata_tsdb::UidKind;
+
+use crate::http::{Resp, Shared, error, json_ok, query_param};
+
+/// Default `max` of `/api/suggest`, as OpenTSDB.
+const SUGGEST_DEFAULT_MAX: usize = 25;
+
+/// `/api/suggest`: GET with `type`, `q`, `max`, or POST with the same fields in a JSON object
+/// (values as strings or numbers).
+pub(crate) fn suggest(shared: &Shared, query: &str, post_body: Option<&[u8]>) -> Resp {
+    let (kind, q, max) = match post_body {
+        Some(body) => {
+            let v: Json = match serde_json::from_slice(body) {
+                Ok(v) => v,
+                Err(e) => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        "Unable to parse the given JSON",
+                        &e.to_string(),
+                    );
+                }
+            };
+            let field = |name: &str| match &v[name] {
+                Json::String(s) => Some(s.clone()),
+                Json::Number(n) => Some(n.to_string()),
+                _ => None,
+            };
+            let Some(kind) = field("type") else {
+                return error(StatusCode::BAD_REQUEST, "Missing 'type' parameter", "");
+            };
+            (kind, field("q").unwrap_or_default(), field("max"))
+        }
+        None => {
+            let Some(kind) = query_param(query, "type") else {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "Missing parameter <code>type</code>",
+                    "",
+                );
+            };
+            (
+                kind,
+                query_param(query, "q").unwrap_or_default(),
+                query_param(query, "max"),
+            )
+        }
+    };
+    let kind = match kind.as_str() {
+        "metrics" => UidKind::Metric,
+        "tagk" => UidKind::Tagk,
+        "tagv" => UidKind::Tagv,
+        other => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!("Invalid 'type' parameter:{other}"),
+                "",
+            );
+        }
+    };
+    let max = match max {
+        None => SUGGEST_DEFAULT_MAX,
+        Some(m) => match m.trim().parse::<i64>() {
+            Ok(n) if n > 0 => n as usize,
+            Ok(_) => SUGGEST_DEFAULT_MAX,
+            Err(_) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "Unable to parse 'max' as a number",
+                    "",
+                );
+            }
+        },
+    };
+    let mut names = shared.tsdb.suggest(kind, &q, max);
+    if q.is_empty() {
+        // OpenTSDB scans `[0x21, 0x7E)` for an empty prefix, so names starting with `~` or a
+        // non-ASCII byte are never suggested for it. They sort last, so dropping them keeps the
+        // rest of the answer the same as OpenTSDB's.
+        names.retain(|n| {
+            n.as_bytes()
+                .first()
+                .is_some_and(|b| (0x21..0x7e).contains(b))
+        });
+    }
+    json_ok(&json!(names))
+}
+
+/// `/api/aggregators`: the aggregator names.
+pub(crate) fn aggregators() -> Resp {
+    json_ok(&json!(strata_query::aggregator_names().collect::<Vec<_>>()))
+}
+
+/// `/api/config/filters`: each filter type with a description and examples.
+pub(crate) fn config_filters() -> Resp {
+    let filters = [
+        (
+            "literal_or",
+            "Matches tag values exactly, case-sensitively; `|` separates alternatives.",
+            "host=literal_or(web01|web02)",
+        ),
+        (
+            "iliteral_or",
+            "Like literal_or but ignores case.",
+            "host=iliteral_or(WEB01|web02)",
+        ),
+        (
+            "not_literal_or",
+            "Matches tag values that are none of the listed ones, case-sensitively.",
+            "host=not_literal_or(web01|web02)",
+        ),
+        (
+            "not_iliteral_or",
+            "Like not_literal_or but ignores case.",
+            "host=not_iliteral_or(WEB01)",
+        ),
+        (
+            "wildcard",
+            "Matches tag values with `*` standing for any run of characters, case-sensitively. Without a leading or trailing `*` the match is anchored at that end.",
+            "host=wildcard(web*), host=wildcard(*.example.com)",
+        ),
+        (
+            "iwildcard",
+            "Like wildcard but ignores case.",
+            "host=iwildcard(WEB*)",
+        ),
+        (
+            "regexp",
+            "Matches tag values against a regular expression.",
+            "host=regexp(web[0-9]+)",
+        ),
+        (
+            "not_key",
+            "Matches series that do not have the tag key at all.",
+            "host=not_key()",
+        ),
+    ];
+    let mut out = serde_json::Map::new();
+    for (name, description, examples) in filters {
+        out.insert(
+            name.into(),
+            json!({ "description": description, "examples": examples }),
+        );
+    }
+    json_ok(&Json::Object(out))
+}
+
+/// `/api/dropcaches`. Strata's UID and index caches are the authoritative in-memory copies of
+/// what is stored, so there is nothing stale to drop; the call succeeds as in OpenTSDB.
+pub(crate) fn dropcaches() -> Resp {
+    json_ok(&json!({ "status": "200", "message": "Caches dropped" }))
+}
