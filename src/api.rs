@@ -90,6 +90,31 @@ pub(crate) fn suggest(shared: &Shared, query: &str, post_body: Option<&[u8]>) ->
     json_ok(&json!(names))
 }
 
+/// `/api/query`: GET (`m=`/`tsuid=`), POST (JSON) and DELETE.
+pub(crate) async fn query(req: hyper::Request<hyper::body::Incoming>, shared: &Shared) -> Resp {
+    let method = req.method().clone();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let body = match crate::http::read_body(req, shared).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let tsdb = shared.tsdb.clone();
+    let limits = strata_query::QueryLimits::default();
+    let (status, json) = tokio::task::block_in_place(|| {
+        let method = match method {
+            hyper::Method::POST => strata_query::QueryMethod::Post,
+            hyper::Method::DELETE => strata_query::QueryMethod::Delete,
+            _ => strata_query::QueryMethod::Get,
+        };
+        strata_query::handle_query_method(&tsdb, method, &query, &body, now_ms, &limits)
+    });
+    crate::http::raw(status, json)
+}
+
 /// `/api/aggregators`: the aggregator names.
 pub(crate) fn aggregators() -> Resp {
     json_ok(&json!(strata_query::aggregator_names().collect::<Vec<_>>()))

@@ -96,6 +96,10 @@ async fn route(req: Request<Incoming>, shared: &Shared) -> Resp {
             "suggest" => only(&method, &[Method::GET], || {
                 crate::api::suggest(shared, req.uri().query().unwrap_or(""), None)
             }),
+            "query" if [Method::GET, Method::POST, Method::DELETE].contains(&method) => {
+                crate::api::query(req, shared).await
+            }
+            "query" => method_not_allowed(&method),
             "aggregators" => only(
                 &method,
                 &[Method::GET, Method::POST],

@@ -53,6 +53,23 @@ pub enum Error {
     /// The `scalar` fill policy parses but cannot be evaluated.
     #[error("Unsupported fill policy: scalar")]
     UnsupportedFill,
+    /// A malformed request (bad JSON, bad `m=` syntax, bad filter, missing field): HTTP 400.
+    #[error("{message}")]
+    BadRequest {
+        /// OpenTSDB's message.
+        message: String,
+        /// Extra detail for the error body's `details`, if any.
+        details: Option<String>,
+    },
+    /// A metric, tag key or tag value named by the query does not exist (HTTP 400).
+    #[error("{0}")]
+    NoSuchName(String),
+    /// The query would read more series or data points than configured (HTTP 413).
+    #[error("{0}")]
+    LimitExceeded(String),
+    /// Reading storage failed (HTTP 500).
+    #[error("{0}")]
+    Storage(String),
 }
 
 /// How an error maps to an HTTP status class.
@@ -75,7 +92,28 @@ impl Error {
             | Error::InvalidDownsample { .. }
             | Error::UnknownAggregator(_)
             | Error::TooManyBuckets { .. }
-            | Error::UnsupportedFill => ErrorKind::Client,
+            | Error::UnsupportedFill
+            | Error::BadRequest { .. }
+            | Error::NoSuchName(_)
+            | Error::LimitExceeded(_) => ErrorKind::Client,
+            Error::Storage(_) => ErrorKind::Server,
+        }
+    }
+
+    /// The HTTP status OpenTSDB answers this error with.
+    pub fn status(&self) -> u16 {
+        match self {
+            Error::LimitExceeded(_) => 413,
+            Error::Storage(_) => 500,
+            _ => 400,
+        }
+    }
+
+    /// A 400 error with a message and no details.
+    pub(crate) fn bad_request(message: impl Into<String>) -> Error {
+        Error::BadRequest {
+            message: message.into(),
+            details: None,
         }
     }
 }

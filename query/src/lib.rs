@@ -5,13 +5,22 @@
 //! `time` (start/end parsing) → `downsample` → `rate` → `aggregate` (cross-series, with the
 //! aggregator's interpolation), with `aggregator` defining the 35 aggregators and `groupby`
 //! partitioning series and computing `tags`/`aggregateTags`; `window` gives the range to read.
+//!
+//! `/api/query` end to end: `parse` (POST JSON, GET `m=`/`tsuid=`) builds a `model::TsQuery`,
+//! `exec` validates it and runs the stages over data read from the tsdb, `output` writes OpenTSDB's
+//! JSON, and `endpoint::handle_query` ties them together for the server (no HTTP types here).
 
 mod aggregate;
 mod aggregator;
 mod downsample;
+mod endpoint;
 mod error;
+mod exec;
 mod groupby;
+mod model;
 mod num;
+mod output;
+mod parse;
 mod rate;
 mod time;
 mod window;
@@ -19,9 +28,16 @@ mod window;
 pub use aggregate::aggregate;
 pub use aggregator::{Aggregator, Estimator, Interpolation, aggregator_names};
 pub use downsample::{CalendarUnit, DownsampleSpec, FillPolicy, Interval, downsample};
+pub use endpoint::{
+    QueryMethod, handle_query, handle_query_method, parse_request, parse_request_method,
+};
 pub use error::{Error, ErrorKind, Result};
+pub use exec::{ResultGroup, execute, execute_with_limits};
 pub use groupby::{Group, GroupTags, TagMap, group_series, group_tags};
+pub use model::{FilterSpec, QueryLimits, SubQuery, TsQuery};
 pub use num::{Num, Point};
+pub use output::{error_body, render};
+pub use parse::{parse_get, parse_json, parse_m, parse_query_string, parse_tsuid_param};
 pub use rate::{RateOptions, rate};
 pub use time::{parse_duration, parse_time, parse_time_range};
 pub use window::scan_window;

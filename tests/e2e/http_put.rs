@@ -75,3 +75,49 @@ fn oversized_bodies_get_413() -> anyhow::Result<()> {
     assert_eq!(status, 413, "{body}");
     Ok(())
 }
+
+#[test]
+fn points_written_over_telnet_and_http_come_back_from_api_query() -> anyhow::Result<()> {
+    use std::io::{BufRead, BufReader, Write};
+    let server = Server::start()?;
+    let mut conn = server.connect()?;
+    conn.write_all(b"put sys.cpu.user 1356998400 10 host=web01\nput sys.cpu.user 1356998400 20 host=web02\nversion\n")?;
+    let mut line = String::new();
+    BufReader::new(conn).read_line(&mut line)?;
+    let (status, _) = server.http(
+        "POST",
+        "/api/put",
+        br#"[{"metric":"sys.cpu.user","timestamp":1356998460,"value":30,"tags":{"host":"web01"}},
+             {"metric":"sys.cpu.user","timestamp":1356998460,"value":40,"tags":{"host":"web02"}}]"#,
+    )?;
+    assert_eq!(status, 204);
+    let body = br#"{"start":1356998400,"end":1356998460,"queries":[{"aggregator":"sum","metric":"sys.cpu.user"}]}"#;
+    let (status, post) = server.http("POST", "/api/query/", body)?;
+    assert_eq!(status, 200, "{post}");
+    let v: serde_json::Value = serde_json::from_str(&post)?;
+    assert_eq!(v[0]["metric"], "sys.cpu.user");
+    assert_eq!(v[0]["aggregateTags"], serde_json::json!(["host"]));
+    assert_eq!(
+        v[0]["dps"],
+        serde_json::json!({"1356998400": 30, "1356998460": 70})
+    );
+    let (status, get) = server.http(
+        "GET",
+        "/api/query?start=1356998400&end=1356998460&m=sum:sys.cpu.user",
+        b"",
+    )?;
+    assert_eq!(status, 200);
+    assert_eq!(get, post, "GET and POST forms must agree");
+    let (status, err) = server.http(
+        "GET",
+        "/api/query?start=1356998400&m=sum:no.such.metric",
+        b"",
+    )?;
+    assert_eq!(status, 400, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&err)?;
+    assert_eq!(
+        v["error"]["message"],
+        "No such name for 'metrics': 'no.such.metric'"
+    );
+    Ok(())
+}

@@ -1,0 +1,105 @@
+//! The `/api/query` endpoint without HTTP types: the server passes the verb, the raw query string
+//! and body, and the current time, and gets back a status code and a JSON body.
+
+use strata_tsdb::Tsdb;
+
+use crate::error::Result;
+use crate::exec::execute_with_limits;
+use crate::model::{QueryLimits, TsQuery};
+use crate::output::{error_body, render};
+use crate::parse::{parse_get, parse_json, parse_query_string};
+
+/// The HTTP verb of an `/api/query` request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueryMethod {
+    /// Query-string form (`m=`, `tsuid=`).
+    Get,
+    /// JSON body.
+    Post,
+    /// Like POST (JSON body, or the query string when the body is empty) and deletes the data
+    /// read; refused unless [`QueryLimits::allow_delete`].
+    Delete,
+}
+
+/// Parses a request into a [`TsQuery`]: the JSON body for POST, the query string otherwise.
+/// The query-string flag `arrays` (any value) and `method_override=delete` apply to both forms.
+pub fn parse_request(method_is_post: bool, query_string: &str, body: &[u8]) -> Result<TsQuery> {
+    let method = if method_is_post {
+        QueryMethod::Post
+    } else {
+        QueryMethod::Get
+    };
+    parse_request_method(method, query_string, body)
+}
+
+/// As [`parse_request`], for any [`QueryMethod`].
+pub fn parse_request_method(
+    method: QueryMethod,
+    query_string: &str,
+    body: &[u8],
+) -> Result<TsQuery> {
+    let params = parse_query_string(query_string);
+    let json = match method {
+        QueryMethod::Get => false,
+        QueryMethod::Post => true,
+        QueryMethod::Delete => !body.iter().all(u8::is_ascii_whitespace),
+    };
+    let mut q = if json {
+        parse_json(body)?
+    } else {
+        parse_get(&params)?
+    };
+    if method == QueryMethod::Delete {
+        q.delete = true;
+    }
+    for (k, v) in &params {
+        match k.as_str() {
+            "arrays" => q.arrays = true,
+            "method_override" if v.eq_ignore_ascii_case("delete") => q.delete = true,
+            _ => {}
+        }
+    }
+    Ok(q)
+}
+
+/// Answers `/api/query` (GET or POST): `(status, JSON body)`. 200 with the result array, or an
+/// OpenTSDB error body with 400 (bad request, unknown name), 413 (limits) or 500 (storage).
+pub fn handle_query(
+    tsdb: &Tsdb,
+    method_is_post: bool,
+    query_string: &str,
+    body: &[u8],
+    now_ms: i64,
+    limits: &QueryLimits,
+) -> (u16, Vec<u8>) {
+    let method = if method_is_post {
+        QueryMethod::Post
+    } else {
+        QueryMethod::Get
+    };
+    handle_query_method(tsdb, method, query_string, body, now_ms, limits)
+}
+
+/// As [`handle_query`], for any [`QueryMethod`] (DELETE included).
+pub fn handle_query_method(
+    tsdb: &Tsdb,
+    method: QueryMethod,
+    query_string: &str,
+    body: &[u8],
+    now_ms: i64,
+    limits: &QueryLimits,
+) -> (u16, Vec<u8>) {
+    let result = parse_request_method(method, query_string, body).and_then(|q| {
+        let results = execute_with_limits(tsdb, &q, now_ms, limits)?;
+        Ok(render(&q, &results))
+    });
+    match result {
+        Ok(body) => (200, body),
+        Err(e) => {
+            if e.status() >= 500 {
+                tracing::error!(error = %e, "query failed");
+            }
+            (e.status(), error_body(&e))
+        }
+    }
+}

@@ -1,0 +1,457 @@
+//! Query execution (§e.2): validate, resolve, read the scan window from the tsdb, then per series
+//! downsample → rate, group, aggregate with interpolation, and compute `tags`/`aggregateTags`.
+
+use std::collections::BTreeSet;
+use std::str::FromStr;
+
+use chrono_tz::Tz;
+use strata_tsdb::{Filter, FilterKind, SeriesPoints, Tsdb, Tsuid, Uid, UidKind, Value};
+
+use crate::aggregate::aggregate;
+use crate::aggregator::Aggregator;
+use crate::downsample::{DownsampleSpec, FillPolicy, downsample};
+use crate::error::{Error, Result};
+use crate::groupby::{TagMap, group_series, group_tags};
+use crate::model::{QueryLimits, SubQuery, TsQuery};
+use crate::num::{Num, Point};
+use crate::rate::rate;
+use crate::time::parse_time_range;
+use crate::window::scan_window;
+
+/// One result object: a group of series of one sub-query, aggregated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultGroup {
+    /// Index of the sub-query in the request.
+    pub query_index: usize,
+    /// Metric name.
+    pub metric: String,
+    /// Tags shared by every series of the group.
+    pub tags: TagMap,
+    /// Tag keys whose values differ within the group, ordered by tag-key UID.
+    pub aggregate_tags: Vec<String>,
+    /// The group's TSUIDs in hex, sorted.
+    pub tsuids: Vec<String>,
+    /// Points in `[start, end]`, ascending, in ms.
+    pub points: Vec<Point>,
+    /// Whether NaN values are written as `null` (fill policy `null`) rather than `"NaN"`.
+    pub nan_as_null: bool,
+    /// Raw points read for the group's series.
+    pub raw_points: usize,
+}
+
+/// A validated query: parsed times, zone and per-sub-query plans.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub(crate) start_ms: i64,
+    pub(crate) end_ms: i64,
+    tz: Tz,
+    subs: Vec<SubPlan>,
+}
+
+#[derive(Debug)]
+struct SubPlan {
+    aggregator: Aggregator,
+    downsample: Option<DownsampleSpec>,
+    sub: SubQuery,
+}
+
+/// Maps a tsdb error to the query error carrying OpenTSDB's status.
+pub(crate) fn tsdb_error(e: strata_tsdb::Error) -> Error {
+    if matches!(e, strata_tsdb::Error::NoSuchName { .. }) {
+        return Error::NoSuchName(e.to_string());
+    }
+    match e.kind() {
+        strata_tsdb::ErrorKind::Client => Error::bad_request(e.to_string()),
+        strata_tsdb::ErrorKind::NotFound => Error::NoSuchName(e.to_string()),
+        strata_tsdb::ErrorKind::Server => Error::Storage(e.to_string()),
+    }
+}
+
+fn find_aggregator(name: &str) -> Result<Aggregator> {
+    if name.is_empty() {
+        return Err(Error::bad_request("Missing the aggregation function"));
+    }
+    Aggregator::from_name(name)
+        .or_else(|_| Aggregator::from_name(&name.to_ascii_lowercase()))
+        .or_else(|_| {
+            crate::aggregator::aggregator_names()
+                .find(|n| n.eq_ignore_ascii_case(name))
+                .map_or_else(
+                    || {
+                        Err(Error::bad_request(format!(
+                            "No such aggregation function: {name}"
+                        )))
+                    },
+                    Aggregator::from_name,
+                )
+        })
+}
+
+/// Validates a query in OpenTSDB's order (§c.3) and de-duplicates identical sub-queries.
+pub(crate) fn plan(q: &TsQuery, now_ms: i64) -> Result<Plan> {
+    let tz = match q.timezone.as_deref().filter(|t| !t.is_empty()) {
+        Some(name) => Tz::from_str(name)
+            .map_err(|_| Error::bad_request("The timezone specification could not be found"))?,
+        None => Tz::UTC,
+    };
+    if q.start.is_empty() {
+        return Err(Error::MissingStart);
+    }
+    let (start_ms, end_ms) = parse_time_range(&q.start, q.end.as_deref(), now_ms, tz)?;
+    if q.queries.is_empty() {
+        return Err(Error::bad_request("Missing queries"));
+    }
+    let mut subs: Vec<SubPlan> = Vec::new();
+    for (index, sub) in q.queries.iter().enumerate() {
+        let aggregator = find_aggregator(&sub.aggregator)?;
+        if sub.metric.is_empty() && sub.tsuids.is_empty() {
+            return Err(Error::bad_request(
+                "Missing the metric or tsuids, provide at least one",
+            ));
+        }
+        let downsample = match sub.downsample.as_deref() {
+            Some(d) => Some(DownsampleSpec::parse(d, q.use_calendar)?),
+            None => None,
+        };
+        if !sub.percentiles.is_empty() {
+            return Err(Error::bad_request(
+                "Histogram (percentiles) queries are not supported",
+            ));
+        }
+        if subs.iter().any(|s| {
+            s.sub
+                == SubQuery {
+                    index: s.sub.index,
+                    ..sub.clone()
+                }
+        }) {
+            continue;
+        }
+        let mut sub = sub.clone();
+        sub.index = index;
+        subs.push(SubPlan {
+            aggregator,
+            downsample,
+            sub,
+        });
+    }
+    Ok(Plan {
+        start_ms,
+        end_ms,
+        tz,
+        subs,
+    })
+}
+
+/// Runs a query with no limits. See [`execute_with_limits`].
+pub fn execute(tsdb: &Tsdb, q: &TsQuery, now_ms: i64) -> Result<Vec<ResultGroup>> {
+    execute_with_limits(tsdb, q, now_ms, &QueryLimits::default())
+}
+
+/// Validates and runs a query: one [`ResultGroup`] per group of every sub-query, in sub-query
+/// order. Unknown names are `Error::NoSuchName` (400); exceeding `limits` is
+/// `Error::LimitExceeded` (413).
+pub fn execute_with_limits(
+    tsdb: &Tsdb,
+    q: &TsQuery,
+    now_ms: i64,
+    limits: &QueryLimits,
+) -> Result<Vec<ResultGroup>> {
+    let plan = plan(q, now_ms)?;
+    if q.delete && !limits.allow_delete {
+        return Err(Error::BadRequest {
+            message: "Bad request".to_owned(),
+            details: Some(
+                "Deleting data is not enabled (tsd.http.query.allow_delete=false)".to_owned(),
+            ),
+        });
+    }
+    let mut out = Vec::new();
+    let mut total_points = 0usize;
+    for sp in &plan.subs {
+        run_sub(
+            tsdb,
+            &plan,
+            sp,
+            q.delete,
+            limits,
+            &mut total_points,
+            &mut out,
+        )?;
+    }
+    Ok(out)
+}
+
+/// Builds the tsdb filters of a sub-query, checking that literal values exist (§c.3).
+fn build_filters(tsdb: &Tsdb, sub: &SubQuery) -> Result<Vec<Filter>> {
+    let mut filters = Vec::with_capacity(sub.filters.len());
+    for f in &sub.filters {
+        let kind = FilterKind::parse(&f.kind).ok_or_else(|| {
+            Error::bad_request(format!(
+                "Could not find a tag value filter of the type: {}",
+                f.kind
+            ))
+        })?;
+        let filter = Filter::new(kind, &f.tagk, &f.filter, f.group_by).map_err(tsdb_error)?;
+        if kind != FilterKind::NotKey {
+            tsdb.uid(UidKind::Tagk, &f.tagk).map_err(tsdb_error)?;
+        }
+        if kind == FilterKind::LiteralOr {
+            for v in f.filter.split('|').filter(|v| !v.is_empty()) {
+                tsdb.uid(UidKind::Tagv, v).map_err(tsdb_error)?;
+            }
+        }
+        filters.push(filter);
+    }
+    Ok(filters)
+}
+
+/// Reads the series of a TSUID sub-query (all TSUIDs must share one metric).
+fn read_tsuids(tsdb: &Tsdb, sub: &SubQuery, ws: i64, we: i64) -> Result<Vec<SeriesPoints>> {
+    let mut metric_uid = None;
+    let mut ids = Vec::new();
+    for hex in &sub.tsuids {
+        let tsuid = Tsuid::parse_hex(hex).map_err(tsdb_error)?;
+        match metric_uid {
+            None => metric_uid = Some((tsuid.metric(), hex.clone())),
+            Some((m, ref first)) if m != tsuid.metric() => {
+                return Err(Error::bad_request(format!(
+                    "One or more TSUIDs did not share the same metric [{first}] [{hex}]"
+                )));
+            }
+            Some(_) => {}
+        }
+        if let Some(id) = tsdb.series_id(&tsuid) {
+            ids.push(id);
+        }
+    }
+    let Some((m, _)) = metric_uid else {
+        return Ok(Vec::new());
+    };
+    let metric = tsdb.uid_name(UidKind::Metric, m).map_err(tsdb_error)?;
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    // The bitmap type comes from the tsdb: take the metric's set and keep only the wanted ids.
+    let mut set = tsdb.find_series(&metric, &[]).map_err(tsdb_error)?;
+    set.clear();
+    for id in ids {
+        set.insert(id);
+    }
+    tsdb.read_series(&set, ws, we).map_err(tsdb_error)
+}
+
+fn to_num(v: Value) -> Num {
+    match v {
+        Value::Int(i) => Num::Int(i),
+        Value::Float(f) => Num::Float(f),
+    }
+}
+
+fn tag_map(tags: &[(String, String)]) -> TagMap {
+    tags.iter().cloned().collect()
+}
+
+/// A name's UID for ordering (UIDs order as their bytes); unknown names sort first.
+fn uid_key(tsdb: &Tsdb, kind: UidKind, name: &str) -> Option<Uid> {
+    tsdb.uid(kind, name).ok()
+}
+
+fn run_sub(
+    tsdb: &Tsdb,
+    plan: &Plan,
+    sp: &SubPlan,
+    delete: bool,
+    limits: &QueryLimits,
+    total_points: &mut usize,
+    out: &mut Vec<ResultGroup>,
+) -> Result<()> {
+    let sub = &sp.sub;
+    let (ws, we) = scan_window(
+        plan.start_ms,
+        plan.end_ms,
+        sp.downsample.map(|d| d.interval),
+    );
+    let filters;
+    let mut series = if sub.tsuids.is_empty() {
+        tsdb.uid(UidKind::Metric, &sub.metric).map_err(tsdb_error)?;
+        filters = build_filters(tsdb, sub)?;
+        let ids = tsdb
+            .find_series(&sub.metric, &filters)
+            .map_err(tsdb_error)?;
+        if limits.max_series > 0 && ids.len() > limits.max_series as u64 {
+            return Err(too_many_series(ids.len(), limits.max_series));
+        }
+        tsdb.read_series(&ids, ws, we).map_err(tsdb_error)?
+    } else {
+        filters = Vec::new();
+        read_tsuids(tsdb, sub, ws, we)?
+    };
+    if sub.explicit_tags {
+        let keys: BTreeSet<&str> = filters.iter().map(Filter::tagk).collect();
+        series.retain(|s| {
+            s.tags.len() == keys.len() && s.tags.iter().all(|(k, _)| keys.contains(k.as_str()))
+        });
+    }
+    series.retain(|s| !s.points.is_empty());
+    if limits.max_series > 0 && series.len() > limits.max_series {
+        return Err(too_many_series(series.len() as u64, limits.max_series));
+    }
+    for s in &series {
+        *total_points = total_points.saturating_add(s.points.len());
+    }
+    if limits.max_data_points > 0 && *total_points > limits.max_data_points {
+        return Err(Error::LimitExceeded(format!(
+            "Sorry, you have attempted to fetch more than our limit of {} data points. Please \
+             try filtering using more tags or decrease your time range.",
+            limits.max_data_points
+        )));
+    }
+    if delete && let Some(first) = series.first() {
+        // The bitmap type comes from the tsdb: take the metric's set and keep the series read.
+        let mut set = tsdb.find_series(&first.metric, &[]).map_err(tsdb_error)?;
+        set.clear();
+        for s in &series {
+            set.insert(s.id);
+        }
+        // OpenTSDB deletes every row the query scanned.
+        tsdb.delete(&set, ws, we).map_err(tsdb_error)?;
+    }
+    // OpenTSDB orders `none` results (and members within a group) by TSUID bytes.
+    series.sort_by(|a, b| a.tsuid.cmp(&b.tsuid));
+    let mut processed: Vec<Vec<Point>> = Vec::with_capacity(series.len());
+    for s in &series {
+        let mut points: Vec<Point> = s.points.iter().map(|(t, v)| (*t, to_num(*v))).collect();
+        if let Some(ds) = &sp.downsample {
+            points = downsample(&points, ds, plan.start_ms, plan.end_ms, plan.tz)?;
+        }
+        if sub.rate {
+            points = rate(&points, &sub.rate_options);
+        }
+        processed.push(points);
+    }
+    let tags: Vec<TagMap> = series.iter().map(|s| tag_map(&s.tags)).collect();
+    let groups: Vec<Vec<usize>> = if sp.aggregator == Aggregator::None {
+        (0..series.len()).map(|i| vec![i]).collect()
+    } else {
+        let mut keys: Vec<&str> = Vec::new();
+        for f in filters.iter().filter(|f| f.group_by()) {
+            if !keys.contains(&f.tagk()) {
+                keys.push(f.tagk());
+            }
+        }
+        // Group-by keys in tag-key UID order; groups by the bytes of their value UIDs.
+        keys.sort_by_cached_key(|k| uid_key(tsdb, UidKind::Tagk, k));
+        let refs: Vec<&TagMap> = tags.iter().collect();
+        let mut groups = group_series(&refs, &keys);
+        groups.sort_by_cached_key(|g| {
+            g.key
+                .iter()
+                .map(|v| uid_key(tsdb, UidKind::Tagv, v))
+                .collect::<Vec<_>>()
+        });
+        groups.into_iter().map(|g| g.members).collect()
+    };
+    let nan_as_null = sp.downsample.is_some_and(|d| d.fill == FillPolicy::Null);
+    for members in groups {
+        let points = if sp.aggregator == Aggregator::None {
+            members
+                .first()
+                .and_then(|i| processed.get(*i))
+                .cloned()
+                .unwrap_or_default()
+        } else {
+            let refs: Vec<&[Point]> = members.iter().map(|i| processed[*i].as_slice()).collect();
+            aggregate(&refs, sp.aggregator, sub.rate)
+        };
+        let points: Vec<Point> = points
+            .into_iter()
+            .filter(|(t, _)| (plan.start_ms..=plan.end_ms).contains(t))
+            .collect();
+        let gt = group_tags(members.iter().map(|i| &tags[*i]));
+        let mut aggregate_tags = gt.aggregate_tags;
+        aggregate_tags.sort_by_cached_key(|k| uid_key(tsdb, UidKind::Tagk, k));
+        let mut tsuids: Vec<String> = members.iter().map(|i| series[*i].tsuid.to_hex()).collect();
+        tsuids.sort();
+        let metric = members
+            .first()
+            .map_or_else(|| sub.metric.clone(), |i| series[*i].metric.clone());
+        out.push(ResultGroup {
+            query_index: sub.index,
+            metric,
+            tags: gt.tags,
+            aggregate_tags,
+            tsuids,
+            points,
+            nan_as_null,
+            raw_points: members.iter().map(|i| series[*i].points.len()).sum(),
+        });
+    }
+    Ok(())
+}
+
+fn too_many_series(count: u64, limit: usize) -> Error {
+    Error::LimitExceeded(format!(
+        "Sorry, the query matched {count} time series, more than our limit of {limit}. Please \
+         try filtering using more tags."
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sub(aggregator: &str, metric: &str) -> SubQuery {
+        SubQuery {
+            aggregator: aggregator.to_owned(),
+            metric: metric.to_owned(),
+            ..SubQuery::default()
+        }
+    }
+
+    fn query(subs: Vec<SubQuery>) -> TsQuery {
+        TsQuery {
+            start: "1h-ago".to_owned(),
+            queries: subs,
+            ..TsQuery::default()
+        }
+    }
+
+    #[test]
+    fn plan_dedups_identical_sub_queries() {
+        let q = query(vec![sub("sum", "a"), sub("sum", "a"), sub("max", "a")]);
+        let p = plan(&q, 10_000_000).unwrap();
+        assert_eq!((p.start_ms, p.end_ms), (10_000_000 - 3_600_000, 10_000_000));
+        let indexes: Vec<usize> = p.subs.iter().map(|s| s.sub.index).collect();
+        assert_eq!(indexes, vec![0, 2]);
+    }
+
+    #[test]
+    fn plan_validation_messages() {
+        let msg = |q: TsQuery| plan(&q, 10_000_000).unwrap_err().to_string();
+        assert_eq!(msg(query(vec![])), "Missing queries");
+        assert_eq!(
+            msg(query(vec![sub("", "a")])),
+            "Missing the aggregation function"
+        );
+        assert_eq!(
+            msg(query(vec![sub("nope", "a")])),
+            "No such aggregation function: nope"
+        );
+        assert_eq!(
+            msg(query(vec![sub("sum", "")])),
+            "Missing the metric or tsuids, provide at least one"
+        );
+        let mut s = sub("sum", "a");
+        s.downsample = Some("1m-".to_owned());
+        assert_eq!(msg(query(vec![s])), "No such downsampling function: ");
+        // Aggregator names are matched case-insensitively as a fallback.
+        assert!(
+            plan(
+                &query(vec![sub("SUM", "a"), sub("squaresum", "a")]),
+                10_000_000
+            )
+            .is_ok()
+        );
+    }
+}

@@ -1,0 +1,3 @@
+//! Integration tests of strata-query against a real tsdb in a temporary directory.
+
+mod api_query;
