@@ -31,6 +31,7 @@ pub(crate) async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Re
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {}:{}", config.bind, config.port))?;
+    let signal = shutdown_signal()?;
     let local = listener.local_addr()?;
     // Tests start the server on port 0 and read the real port from this line.
     info!(%local, data_dir = %config.data_dir.display(), "listening");
@@ -45,7 +46,6 @@ pub(crate) async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Re
         shutdown: stop_rx,
     });
     let mut tasks = tokio::task::JoinSet::new();
-    let signal = shutdown_signal();
     tokio::pin!(signal);
     loop {
         tokio::select! {
@@ -109,24 +109,16 @@ async fn handle(stream: TcpStream, shared: Arc<Shared>) -> anyhow::Result<()> {
     }
 }
 
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+/// Waits for SIGINT or SIGTERM. The handlers are installed when this is called, not when the
+/// future is first polled, so a signal sent right after start-up is never missed.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
+    })
 }

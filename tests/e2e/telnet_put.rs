@@ -67,7 +67,8 @@ fn put_lines_are_stored_and_bad_lines_get_opentsdb_errors() -> anyhow::Result<()
         ]
     );
     drop(conn);
-    assert!(server.stop()?.success());
+    let status = server.stop()?;
+    assert!(status.success(), "strata exited with {status:?}");
 
     let series = read_all(dir.path(), "sys.cpu.user")?;
     assert_eq!(series.len(), 2, "{series:?}");
@@ -104,7 +105,8 @@ fn lines_sent_right_before_close_are_stored() -> anyhow::Result<()> {
     let mut reader = BufReader::new(conn.try_clone()?);
     barrier(&mut conn, &mut reader)?;
     std::thread::sleep(std::time::Duration::from_millis(300));
-    assert!(server.stop()?.success());
+    let status = server.stop()?;
+    assert!(status.success(), "strata exited with {status:?}");
     let series = read_all(dir.path(), "m.close")?;
     assert_eq!(series.len(), 1);
     assert_eq!(series[0].1.len(), 501);
