@@ -169,18 +169,16 @@ pub fn encode_block(points: &[(i64, Value)], out: &mut Vec<u8>) -> Result<(), Bl
             max: MAX_POINTS,
         });
     }
-    if let Some(i) = points.windows(2).position(|w| w[1].0 <= w[0].0) {
-        return Err(BlockError::NotIncreasing {
-            index: i + 1,
-            prev: points[i].0,
-            ts: points[i + 1].0,
-        });
-    }
     let start = out.len();
     out.push(BLOCK_VERSION);
     put_varint(out, points.len() as u64);
     if !points.is_empty() {
-        timestamps::encode(points, |p| p.0, out);
+        if let Err(index) = timestamps::encode(points, |p| p.0, out) {
+            out.truncate(start);
+            let prev = points.get(index.wrapping_sub(1)).map_or(0, |p| p.0);
+            let ts = points.get(index).map_or(0, |p| p.0);
+            return Err(BlockError::NotIncreasing { index, prev, ts });
+        }
         values::encode(points, out);
     }
     let sum = checksum(&out[start..]);

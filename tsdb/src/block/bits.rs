@@ -219,7 +219,8 @@ fn load_u128(buf: &[u8], byte: usize) -> u128 {
 ///
 /// `buf` must hold at least `ceil(dst.len() * width / 8)` bytes ([`Cursor::packed`] checks
 /// that); reads past its end see zeros, so a short buffer yields wrong values, never a panic.
-#[inline]
+// Always inlined, so the callers' running sums (timestamps, integer deltas) stay in registers.
+#[inline(always)]
 pub(crate) fn unpack<T>(buf: &[u8], width: u32, dst: &mut [T], mut f: impl FnMut(&mut T, u64)) {
     if width == 0 {
         for d in dst.iter_mut() {

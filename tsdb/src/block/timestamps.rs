@@ -4,30 +4,42 @@
 use super::BlockError;
 use super::bits::{Cursor, bit_width, pack, put_varint, unpack, unzigzag, zigzag};
 
-/// Encodes the strictly increasing timestamps of `items` (`len >= 1`), read by `ts`.
+/// Encodes the timestamps of `items` (`len >= 1`), read by `ts`, or returns the index of the
+/// first one that does not increase (then `out` may hold a partial column).
 ///
 /// Layout: `zigzag varint t0`, then for `n >= 2`: `varint min_delta`, `u8 width`,
 /// `(n - 1)` packed `delta - min_delta`.
-pub(crate) fn encode<T>(items: &[T], ts: impl Fn(&T) -> i64, out: &mut Vec<u8>) {
+pub(crate) fn encode<T>(
+    items: &[T],
+    ts: impl Fn(&T) -> i64,
+    out: &mut Vec<u8>,
+) -> Result<(), usize> {
     let Some(first) = items.first() else {
-        return;
+        return Ok(());
     };
     put_varint(out, zigzag(ts(first)));
     if items.len() < 2 {
-        return;
+        return Ok(());
     }
-    // Deltas are positive and, as u64, exact for any pair of i64 timestamps.
+    // Once ordering is checked, deltas are positive and, as u64, exact for any two i64s.
     let delta = |w: &[T]| ts(&w[1]).wrapping_sub(ts(&w[0])) as u64;
     let (mut min, mut max) = (u64::MAX, 0u64);
+    let mut increasing = true;
     for w in items.windows(2) {
+        increasing &= ts(&w[1]) > ts(&w[0]);
         let d = delta(w);
         min = min.min(d);
         max = max.max(d);
+    }
+    if !increasing {
+        let bad = items.windows(2).position(|w| ts(&w[1]) <= ts(&w[0]));
+        return Err(bad.map_or(0, |i| i + 1));
     }
     let width = bit_width(max - min);
     put_varint(out, min);
     out.push(width as u8);
     pack(out, items.windows(2).map(|w| delta(w) - min), width);
+    Ok(())
 }
 
 /// Decodes `dst.len() >= 1` timestamps, calling `set` on each slot, and checks they strictly
