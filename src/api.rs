@@ -115,6 +115,35 @@ pub(crate) async fn query(req: hyper::Request<hyper::body::Incoming>, shared: &S
     crate::http::raw(status, json)
 }
 
+/// `POST /api/admin/compact`: row-compacts every closed dirty row, flushes the memtables and
+/// runs a full engine compaction, then answers with what it did. For tests, benchmarks and
+/// operators; it returns only when everything is done.
+pub(crate) fn admin_compact(shared: &Shared) -> Resp {
+    let started = std::time::Instant::now();
+    let tsdb = shared.tsdb.clone();
+    let result = tokio::task::block_in_place(|| -> strata_tsdb::Result<_> {
+        let rows = tsdb.rowcompact_all()?;
+        tsdb.flush()?;
+        tsdb.engine().compact_all()?;
+        Ok(rows)
+    });
+    match result {
+        Ok(rows) => json_ok(&json!({
+            "rowsExamined": rows.rows_examined,
+            "rowsCompacted": rows.rows_compacted,
+            "rowsFailed": rows.rows_failed,
+            "cellsFolded": rows.cells_folded,
+            "blockPoints": rows.block_points,
+            "durationMs": started.elapsed().as_millis() as u64,
+        })),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Compaction failed",
+            &e.to_string(),
+        ),
+    }
+}
+
 /// `/api/aggregators`: the aggregator names.
 pub(crate) fn aggregators() -> Resp {
     json_ok(&json!(strata_query::aggregator_names().collect::<Vec<_>>()))

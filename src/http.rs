@@ -100,6 +100,8 @@ async fn route(req: Request<Incoming>, shared: &Shared) -> Resp {
                 crate::api::query(req, shared).await
             }
             "query" => method_not_allowed(&method),
+            "admin/compact" if method == Method::POST => crate::api::admin_compact(shared),
+            "admin/compact" => method_not_allowed(&method),
             "aggregators" => only(
                 &method,
                 &[Method::GET, Method::POST],

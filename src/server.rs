@@ -45,6 +45,10 @@ pub(crate) async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Re
         parse,
         shutdown: stop_rx,
     });
+    // Row compaction runs in the background, in small paced passes (compat exception 13).
+    let rowcompactor = tsdb
+        .spawn_rowcompactor(Duration::from_secs(10))
+        .context("starting the row compactor")?;
     let mut tasks = tokio::task::JoinSet::new();
     tokio::pin!(signal);
     loop {
@@ -85,6 +89,7 @@ pub(crate) async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Re
         warn!("connections still open after 10 s; closing them");
     }
     drop(shared);
+    tokio::task::block_in_place(|| drop(rowcompactor));
     tokio::task::block_in_place(|| tsdb.sync()).context("syncing the WAL at shutdown")?;
     info!("stopped");
     Ok(())

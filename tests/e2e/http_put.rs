@@ -121,3 +121,31 @@ fn points_written_over_telnet_and_http_come_back_from_api_query() -> anyhow::Res
     );
     Ok(())
 }
+
+#[test]
+fn admin_compact_folds_closed_hours_and_queries_agree_before_and_after() -> anyhow::Result<()> {
+    let server = Server::start()?;
+    let mut body = String::from("[");
+    for i in 0..720 {
+        let ts = 1_356_998_400 + i * 10;
+        body.push_str(&format!(
+            r#"{{"metric":"m.c","timestamp":{ts},"value":{},"tags":{{"host":"h{}"}}}},"#,
+            i % 97,
+            i % 3
+        ));
+    }
+    body.pop();
+    body.push(']');
+    assert_eq!(server.http("POST", "/api/put", body.as_bytes())?.0, 204);
+    let q = br#"{"start":1356998400,"end":1357005600,"queries":[{"aggregator":"sum","metric":"m.c","downsample":"5m-avg"}]}"#;
+    let (status, before) = server.http("POST", "/api/query", q)?;
+    assert_eq!(status, 200, "{before}");
+    let (status, report) = server.http("POST", "/api/admin/compact", b"")?;
+    assert_eq!(status, 200, "{report}");
+    let v: serde_json::Value = serde_json::from_str(&report)?;
+    // 3 series × 2 closed hours.
+    assert_eq!(v["rowsCompacted"], 6, "{report}");
+    let (_, after) = server.http("POST", "/api/query", q)?;
+    assert_eq!(before, after);
+    Ok(())
+}

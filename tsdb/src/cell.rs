@@ -17,6 +17,7 @@
 
 use strata_engine::Cell;
 
+use crate::block::decode_block;
 use crate::error::{Error, Result};
 use crate::value::Value;
 
@@ -147,24 +148,72 @@ pub(crate) fn decode_value(col: &[u8], v: &[u8]) -> Result<Value> {
 
 /// Decodes the points of one data row, in time order, as `(timestamp_ms, value)`.
 ///
-/// `cells` must be sorted by column, as the engine returns them. The empty column holds the
-/// row's compacted block once row compaction exists; the row-compaction issue adds its decode
-/// and the merge (a raw cell wins over a block point at the same instant). Until then no
-/// writer produces it, and it is skipped here.
+/// `cells` must be sorted by column, as the engine returns them. The empty column, if present,
+/// holds the row's compacted block; its points are merged with the raw cells, and a raw cell
+/// wins over a block point at the same instant (raw cells are always written later). A block
+/// that does not decode, or holds a point outside the row's hour, is an error.
 pub(crate) fn decode_row(base_time: u32, cells: &[Cell]) -> Result<Vec<(i64, Value)>> {
+    let (block, raw) = split_row(cells);
     let base_ms = i64::from(base_time) * 1000;
-    let mut out = Vec::with_capacity(cells.len());
-    for cell in cells {
-        if cell.column.is_empty() {
-            continue;
-        }
+    let mut raw_points = Vec::with_capacity(raw.len());
+    for cell in raw {
         let off = decode_column(&cell.column)?;
-        out.push((
+        raw_points.push((
             base_ms + i64::from(off),
             decode_value(&cell.column, &cell.value)?,
         ));
     }
-    Ok(out)
+    let Some(block) = block else {
+        return Ok(raw_points);
+    };
+    let block_points = decode_row_block(base_time, block)?;
+    Ok(merge_points(&block_points, &raw_points))
+}
+
+/// Splits a row's cells into its compacted block (the empty column) and its raw cells.
+pub(crate) fn split_row(cells: &[Cell]) -> (Option<&[u8]>, &[Cell]) {
+    match cells.split_first() {
+        Some((first, rest)) if first.column.is_empty() => (Some(&first.value[..]), rest),
+        _ => (None, cells),
+    }
+}
+
+/// Decodes a row's compacted block and checks every point lies in the row's hour.
+pub(crate) fn decode_row_block(base_time: u32, block: &[u8]) -> Result<Vec<(i64, Value)>> {
+    let mut points = Vec::new();
+    decode_block(block, &mut points)?;
+    let start = i64::from(base_time) * 1000;
+    let end = start + i64::from(ROW_SPAN_MS);
+    if let Some(p) = points.iter().find(|p| p.0 < start || p.0 >= end) {
+        return Err(Error::corruption(
+            "block",
+            &base_time.to_be_bytes(),
+            format!("point at {} ms lies outside the row's hour", p.0),
+        ));
+    }
+    Ok(points)
+}
+
+/// Merges two time-ordered point lists; `newer` wins at an instant both hold.
+pub(crate) fn merge_points(older: &[(i64, Value)], newer: &[(i64, Value)]) -> Vec<(i64, Value)> {
+    let mut out = Vec::with_capacity(older.len() + newer.len());
+    let (mut i, mut j) = (0, 0);
+    while i < older.len() && j < newer.len() {
+        let (a, b) = (older[i], newer[j]);
+        if a.0 < b.0 {
+            out.push(a);
+            i += 1;
+        } else {
+            if a.0 == b.0 {
+                i += 1;
+            }
+            out.push(b);
+            j += 1;
+        }
+    }
+    out.extend_from_slice(&older[i..]);
+    out.extend_from_slice(&newer[j..]);
+    out
 }
 
 #[cfg(test)]
@@ -195,19 +244,58 @@ mod tests {
         assert!(decode_value(b"c", &[]).is_err());
     }
 
+    fn raw(off: u32, v: Value) -> Cell {
+        Cell {
+            column: Bytes::copy_from_slice(&encode_column(off)),
+            value: Bytes::copy_from_slice(encode_value(v).as_bytes()),
+        }
+    }
+
+    fn block_cell(points: &[(i64, Value)]) -> Result<Cell> {
+        let mut b = Vec::new();
+        crate::block::encode_block(points, &mut b)?;
+        Ok(Cell {
+            column: Bytes::new(),
+            value: Bytes::from(b),
+        })
+    }
+
     #[test]
-    fn decode_row_skips_the_block_column() -> Result<()> {
+    fn decode_row_merges_block_and_raw_cells() -> Result<()> {
         let cells = vec![
-            Cell {
-                column: Bytes::new(),
-                value: Bytes::from_static(b"block"),
-            },
-            Cell {
-                column: Bytes::copy_from_slice(&encode_column(500)),
-                value: Bytes::copy_from_slice(encode_value(Value::Int(7)).as_bytes()),
-            },
+            block_cell(&[
+                (3_600_100, Value::Int(1)),
+                (3_600_500, Value::Int(2)),
+                (3_601_000, Value::Float(2.5)),
+            ])?,
+            raw(0, Value::Int(9)),
+            raw(500, Value::Int(7)),
+            raw(3_599_999, Value::Float(0.5)),
         ];
-        assert_eq!(decode_row(3600, &cells)?, vec![(3_600_500, Value::Int(7))]);
+        assert_eq!(
+            decode_row(3600, &cells)?,
+            vec![
+                (3_600_000, Value::Int(9)),
+                (3_600_100, Value::Int(1)),
+                (3_600_500, Value::Int(7)),
+                (3_601_000, Value::Float(2.5)),
+                (7_199_999, Value::Float(0.5)),
+            ]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn bad_blocks_are_errors() -> Result<()> {
+        let garbage = Cell {
+            column: Bytes::new(),
+            value: Bytes::from_static(b"block"),
+        };
+        let e = decode_row(3600, &[garbage, raw(500, Value::Int(7))]);
+        assert!(matches!(e, Err(Error::Block(_))));
+        // A valid block whose points lie outside the row's hour.
+        let outside = block_cell(&[(100, Value::Int(1))])?;
+        assert!(decode_row(3600, &[outside]).is_err());
         Ok(())
     }
 
@@ -221,6 +309,19 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn merge_prefers_newer(
+            a in proptest::collection::btree_map(0i64..200, any::<i64>(), 0..50),
+            b in proptest::collection::btree_map(0i64..200, any::<i64>(), 0..50),
+        ) {
+            let older: Vec<(i64, Value)> = a.iter().map(|(t, v)| (*t, Value::Int(*v))).collect();
+            let newer: Vec<(i64, Value)> = b.iter().map(|(t, v)| (*t, Value::Int(*v))).collect();
+            let mut want = a.clone();
+            want.extend(b.iter().map(|(t, v)| (*t, *v)));
+            let want: Vec<(i64, Value)> = want.into_iter().map(|(t, v)| (t, Value::Int(v))).collect();
+            prop_assert_eq!(merge_points(&older, &newer), want);
+        }
+
         #[test]
         fn value_round_trips(v in arb_value()) {
             let e = encode_value(v);

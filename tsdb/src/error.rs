@@ -182,6 +182,9 @@ pub enum Error {
         /// What was wrong.
         detail: String,
     },
+    /// A compacted row block could not be decoded (or encoded).
+    #[error("corrupt row block: {0}")]
+    Block(#[from] crate::block::BlockError),
 }
 
 impl Error {
@@ -205,7 +208,8 @@ impl Error {
             Error::NoSuchName { .. } | Error::NoSuchUid { .. } => ErrorKind::NotFound,
             Error::UidsExhausted { .. }
             | Error::SeriesExhausted { .. }
-            | Error::Corruption { .. } => ErrorKind::Server,
+            | Error::Corruption { .. }
+            | Error::Block(_) => ErrorKind::Server,
         }
     }
 

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use roaring::RoaringBitmap;
 use strata_engine::{Row, ScanOptions, Snapshot, WriteBatch};
 
-use crate::cell::decode_row;
+use crate::block::encode_block;
+use crate::cell::{decode_row, decode_row_block, split_row};
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::meta;
@@ -245,24 +246,41 @@ impl Tsdb {
         let mut batch = WriteBatch::new();
         let mut deleted = 0u64;
         for r in &rows {
-            let points = decode_row(r.base_time, &r.row.cells)?;
             let row_start = i64::from(r.base_time) * 1000;
             let row_end = row_start + i64::from(ROW_SPAN_SECS) * 1000 - 1;
             if start_ms <= row_start && row_end <= end_ms {
-                deleted += points.len() as u64;
+                // A whole-row delete does not need the points, so it also clears a corrupt row.
+                deleted += match decode_row(r.base_time, &r.row.cells) {
+                    Ok(points) => points.len() as u64,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "deleting an undecodable data row");
+                        split_row(&r.row.cells).1.len() as u64
+                    }
+                };
                 batch.delete_row(&inner.data, &r.row.key);
                 batch.delete_row(&inner.meta, &meta::key(meta::DIRTY_PREFIX, &r.row.key));
                 continue;
             }
-            for cell in &r.row.cells {
-                if cell.column.is_empty() {
-                    continue;
-                }
+            let points = decode_row(r.base_time, &r.row.cells)?;
+            let in_range = |ts: i64| ts >= start_ms && ts <= end_ms;
+            deleted += points.iter().filter(|p| in_range(p.0)).count() as u64;
+            let (block, raw) = split_row(&r.row.cells);
+            for cell in raw {
                 let off = crate::cell::decode_column(&cell.column)?;
-                let ts = row_start + i64::from(off);
-                if ts >= start_ms && ts <= end_ms {
+                if in_range(row_start + i64::from(off)) {
                     batch.delete(&inner.data, &r.row.key, &cell.column);
-                    deleted += 1;
+                }
+            }
+            if let Some(block) = block {
+                let mut kept = decode_row_block(r.base_time, block)?;
+                let before = kept.len();
+                kept.retain(|p| !in_range(p.0));
+                if kept.is_empty() {
+                    batch.delete(&inner.data, &r.row.key, b"");
+                } else if kept.len() != before {
+                    let mut bytes = Vec::new();
+                    encode_block(&kept, &mut bytes)?;
+                    batch.put(&inner.data, &r.row.key, b"", &bytes);
                 }
             }
         }

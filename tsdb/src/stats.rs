@@ -23,6 +23,9 @@ pub(crate) struct Stats {
     series_created: AtomicU64,
     points_read: AtomicU64,
     rows_read: AtomicU64,
+    rows_compacted: AtomicU64,
+    rowcompact_cells_folded: AtomicU64,
+    rowcompact_failures: AtomicU64,
 }
 
 /// The counters at one instant.
@@ -60,6 +63,12 @@ pub struct TsdbStats {
     pub points_read: u64,
     /// Data rows read.
     pub rows_read: u64,
+    /// Data rows the row compactor rewrote as one block.
+    pub rows_compacted: u64,
+    /// Raw cells the row compactor folded into blocks.
+    pub rowcompact_cells_folded: u64,
+    /// Data rows the row compactor could not decode (left dirty).
+    pub rowcompact_failures: u64,
 }
 
 impl Stats {
@@ -103,6 +112,12 @@ impl Stats {
         self.points_read.fetch_add(points, Relaxed);
     }
 
+    pub(crate) fn rowcompacted(&self, rows: u64, cells: u64, failures: u64) {
+        self.rows_compacted.fetch_add(rows, Relaxed);
+        self.rowcompact_cells_folded.fetch_add(cells, Relaxed);
+        self.rowcompact_failures.fetch_add(failures, Relaxed);
+    }
+
     /// The counters now; `series_count` is left at 0 for the caller to fill.
     pub(crate) fn snapshot(&self) -> TsdbStats {
         TsdbStats {
@@ -122,6 +137,9 @@ impl Stats {
             series_count: 0,
             points_read: self.points_read.load(Relaxed),
             rows_read: self.rows_read.load(Relaxed),
+            rows_compacted: self.rows_compacted.load(Relaxed),
+            rowcompact_cells_folded: self.rowcompact_cells_folded.load(Relaxed),
+            rowcompact_failures: self.rowcompact_failures.load(Relaxed),
         }
     }
 }

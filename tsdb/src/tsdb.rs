@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 use roaring::RoaringBitmap;
@@ -54,6 +55,9 @@ pub struct TsdbOptions {
     pub auto_create_tagvs: bool,
     /// The wall clock.
     pub clock: Arc<dyn Clock>,
+    /// How long after its hour closes a row waits before the row compactor folds it: a row of
+    /// hour `base_time` is compacted once `base_time + 3600 s + grace <= now` (default 10 min).
+    pub rowcompact_grace: Duration,
 }
 
 impl Default for TsdbOptions {
@@ -70,6 +74,9 @@ impl Default for TsdbOptions {
             auto_create_tagks: true,
             auto_create_tagvs: true,
             clock: Arc::new(SystemClock),
+            // Late points usually arrive within minutes; folding a row sooner would only make
+            // the next late point dirty it again.
+            rowcompact_grace: Duration::from_secs(600),
         }
     }
 }
@@ -105,6 +112,8 @@ pub(crate) struct Inner {
     /// Serializes the commit part of writes and deletes, so the index, the last points and the
     /// series id counter follow the engine's batch order.
     pub(crate) write_lock: Mutex<()>,
+    /// Where the next [`Tsdb::rowcompact`] pass resumes its walk of the dirty markers.
+    pub(crate) rowcompact_cursor: Mutex<Option<Vec<u8>>>,
     pub(crate) buckets: u8,
     pub(crate) opts: TsdbOptions,
     pub(crate) stats: Stats,
@@ -173,6 +182,7 @@ impl Tsdb {
                 uids,
                 index: RwLock::new(index),
                 write_lock: Mutex::new(()),
+                rowcompact_cursor: Mutex::new(None),
                 buckets,
                 opts,
                 stats: Stats::default(),

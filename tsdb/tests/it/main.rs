@@ -2,6 +2,7 @@
 
 mod index;
 mod model;
+mod rowcompact;
 mod write;
 
 use strata_tsdb::{Tsdb, TsdbOptions};
