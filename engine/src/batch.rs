@@ -209,7 +209,7 @@ impl<'a> Cursor<'a> {
         self.varint().and_then(|v| u32::try_from(v).ok())
     }
 
-    fn bytes(&mut self) -> Option<&'a [u8]> {
+    pub(crate) fn bytes(&mut self) -> Option<&'a [u8]> {
         let n = usize::try_from(self.varint()?).ok()?;
         self.take(n)
     }

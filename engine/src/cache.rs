@@ -3,10 +3,6 @@
 //! Keyed by (file id, block offset), it holds verified, decoded blocks of any kind (data blocks,
 //! and the decoded index and filters of each file) and is bounded by the bytes charged for them. It is split into shards, each a mutex around a small LRU (a hash map plus a
 //! recency-ordered map), so concurrent readers rarely contend.
-#![cfg_attr(
-    not(test),
-    expect(dead_code, reason = "wired into Db by the LSM issue")
-)]
 
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};

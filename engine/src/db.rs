@@ -1,28 +1,45 @@
-//! The database handle.
+//! The database handle: an LSM tree of memtables and SST files behind a write-ahead log.
 //!
-//! STAND-IN: the state is an in-memory map of tables, made durable by the write-ahead log
-//! (`wal.rs`) and rebuilt from it at open. It keeps the API's semantics (atomic batches,
-//! snapshots, scans) while the LSM internals (memtable, SST, manifest, compaction) are written;
-//! until memtables flush to SSTs, every WAL segment is kept.
+//! Writes are appended to the WAL (`wal.rs`) and applied, in log order, to the active
+//! memtable, each batch with the next sequence number. A memtable that passes
+//! `DbOptions::memtable_bytes` freezes: the WAL rolls to a new segment at that point, so the
+//! frozen memtable covers exactly the segments before it. A background thread flushes frozen
+//! memtables, oldest first, to level-0 SST files (one per table), records them with the WAL
+//! position they cover in the manifest (`manifest.rs`), and then deletes the covered segments.
+//! Writers stall while `DbOptions::max_frozen_memtables` frozen memtables wait, or while a
+//! table's level 0 holds `DbOptions::l0_stall_files` files. After flushing, the same thread
+//! runs the compactions the leveled planner (`compaction.rs`) asks for.
+//!
+//! At open the manifest's files are opened and only the WAL segments after the flushed
+//! position are replayed, numbering batches on from the manifest's last sequence number.
+//!
+//! Reads merge the active memtable, the frozen ones and the files, newest first; a [`Snapshot`]
+//! is a sequence number plus references to those memtables and files, so it stays consistent
+//! while flushes and compactions replace them.
 
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use parking_lot::RwLock;
+use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::batch::{OpRef, WriteBatch};
+use crate::batch::WriteBatch;
+use crate::cache::BlockCache;
+use crate::compaction::{self, FileSummary, Plan, PlanOptions};
 use crate::error::{Error, Result};
+use crate::fs::{FileSystem, LocalFs};
+use crate::key::{Entry, EntryKind};
+use crate::manifest::{FileMeta, MANIFEST_NAME, Manifest, parse_sst_file_name, sst_file_name};
+use crate::memtable::Memtable;
 use crate::options::{DbOptions, SyncPolicy, TableOptions};
+use crate::read::{Rows, Source};
 use crate::scan::{Cell, Row, RowIter, ScanOptions};
-use crate::stats::EngineStats;
-use crate::wal::{DecodedEntry, Entry, Wal, decode_entry};
-
-type Cells = BTreeMap<Vec<u8>, Bytes>;
-type Rows = BTreeMap<Vec<u8>, Cells>;
-type Tables = BTreeMap<u32, Rows>;
+use crate::sst::{RowRange, SstBuilder, SstReader};
+use crate::stats::{EngineStats, LevelStats};
+use crate::wal::{self, DecodedEntry, Entry as WalEntry, Wal, decode_entry};
 
 /// A handle to a table, cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,12 +69,147 @@ pub struct Db {
     inner: Arc<Inner>,
 }
 
+/// A frozen memtable waiting to be flushed.
+#[derive(Debug, Clone)]
+struct Frozen {
+    mem: Arc<Memtable>,
+    /// The last WAL segment holding its records.
+    last_segment: u64,
+    /// The last sequence number it holds.
+    last_seq: u64,
+}
+
+/// The live SST files: per table, per level; level 0 newest first.
+#[derive(Debug, Clone, Default)]
+struct Files {
+    tables: BTreeMap<u32, Vec<Vec<Arc<SstReader>>>>,
+}
+
+impl Files {
+    fn add(&mut self, table: u32, level: u8, reader: Arc<SstReader>) {
+        let levels = self.tables.entry(table).or_default();
+        let level = usize::from(level);
+        if levels.len() <= level {
+            levels.resize_with(level + 1, Vec::new);
+        }
+        levels[level].push(reader);
+    }
+
+    /// Sorts level 0 of every table newest (highest file id) first, and deeper levels by
+    /// row range.
+    fn sort(&mut self) {
+        for levels in self.tables.values_mut() {
+            for (i, level) in levels.iter_mut().enumerate() {
+                if i == 0 {
+                    level.sort_by_key(|r| std::cmp::Reverse(r.file_id()));
+                } else {
+                    level.sort_by(|a, b| a.properties().first_row.cmp(&b.properties().first_row));
+                }
+            }
+        }
+    }
+
+    /// What the compaction planner needs to know about `table`'s files.
+    fn summaries(&self, table: u32) -> Vec<Vec<FileSummary>> {
+        self.tables
+            .get(&table)
+            .map(|levels| {
+                levels
+                    .iter()
+                    .map(|level| {
+                        level
+                            .iter()
+                            .map(|r| FileSummary {
+                                id: r.file_id(),
+                                bytes: r.file_bytes(),
+                                first_row: r.properties().first_row.clone(),
+                                last_row: r.properties().last_row.clone(),
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// What reads see.
+#[derive(Debug)]
+struct State {
+    active: Arc<Memtable>,
+    /// Oldest first.
+    frozen: Vec<Frozen>,
+    files: Arc<Files>,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    write_stalls: AtomicU64,
+    write_stall_micros: AtomicU64,
+    flushes: AtomicU64,
+    flush_micros: AtomicU64,
+    compactions: AtomicU64,
+    compaction_micros: AtomicU64,
+    compaction_bytes_written: AtomicU64,
+}
+
+/// Wakes the flush thread.
+#[derive(Debug, Default)]
+struct Signal {
+    work: Mutex<bool>,
+    cv: Condvar,
+}
+
 #[derive(Debug)]
 struct Inner {
     opts: DbOptions,
-    state: RwLock<Arc<Tables>>,
+    dir: PathBuf,
+    fs: LocalFs,
+    cache: Arc<BlockCache>,
+    state: RwLock<Arc<State>>,
     tables: RwLock<BTreeMap<String, Table>>,
+    table_opts: RwLock<HashMap<u32, TableOptions>>,
+    /// The TTL in milliseconds of each table opened with one, for snapshots.
+    ttls: RwLock<Arc<HashMap<u32, u64>>>,
     wal: Arc<Wal>,
+    /// The last sequence number handed out; only the WAL's commit leader changes it.
+    last_seq: AtomicU64,
+    /// Every batch up to this sequence number is in the memtables.
+    visible_seq: AtomicU64,
+    /// The persisted manifest. Its lock also serializes flushes and compactions.
+    manifest: Mutex<Manifest>,
+    signal: Arc<Signal>,
+    /// Signalled after each flush, for stalled writers.
+    flushed: (Mutex<()>, Condvar),
+    counters: Counters,
+}
+
+/// Directories open in this process: a second open of one waits for the first to be dropped
+/// (its flush thread may still be finishing a flush).
+static OPEN_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+static OPEN_DIRS_CV: Condvar = Condvar::new();
+
+fn claim_dir(dir: &Path) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut open = OPEN_DIRS.lock();
+    while open.iter().any(|d| d == dir) {
+        if OPEN_DIRS_CV.wait_until(&mut open, deadline).timed_out() {
+            return Err(Error::InvalidArgument(format!(
+                "database {} is already open",
+                dir.display()
+            )));
+        }
+    }
+    open.push(dir.to_path_buf());
+    Ok(())
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let mut open = OPEN_DIRS.lock();
+        open.retain(|d| d != &self.dir);
+        OPEN_DIRS_CV.notify_all();
+    }
 }
 
 impl Db {
@@ -66,8 +218,59 @@ impl Db {
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-        let mut tables = BTreeMap::new();
-        let mut state = Tables::new();
+        let dir = dir
+            .canonicalize()
+            .map_err(|e| Error::io(format!("resolving {}", dir.display()), e))?;
+        claim_dir(&dir)?;
+        match Db::open_claimed(&dir, opts) {
+            Ok(db) => Ok(db),
+            Err(e) => {
+                let mut open = OPEN_DIRS.lock();
+                open.retain(|d| d != &dir);
+                OPEN_DIRS_CV.notify_all();
+                Err(e)
+            }
+        }
+    }
+
+    fn open_claimed(dir: &Path, opts: DbOptions) -> Result<Db> {
+        let fs = LocalFs::new(dir)?;
+        let manifest = Manifest::load(&fs)?.unwrap_or(Manifest {
+            next_file_id: 1,
+            ..Manifest::default()
+        });
+        // Files a crash left behind: SSTs the manifest does not name, a half-written
+        // manifest, and WAL segments it covers whose deletion did not finish.
+        let live: Vec<u64> = manifest.files.iter().map(|f| f.id).collect();
+        for name in fs.list()? {
+            let orphan = match parse_sst_file_name(&name) {
+                Some(id) => !live.contains(&id),
+                None => name == format!("{MANIFEST_NAME}.tmp"),
+            };
+            if orphan {
+                tracing::info!(file = %name, "deleting a file left by an interrupted flush");
+                fs.delete(&name)?;
+            }
+        }
+        wal::delete_segments_through(dir, manifest.flushed_segment)?;
+
+        let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
+        let mut files = Files::default();
+        for f in &manifest.files {
+            let reader =
+                SstReader::open(fs.open(&sst_file_name(f.id))?, f.id, Some(cache.clone()))?;
+            files.add(f.table, f.level, Arc::new(reader));
+        }
+        files.sort();
+
+        let mut tables: BTreeMap<String, Table> = manifest
+            .tables
+            .iter()
+            .map(|(id, name)| (name.clone(), Table::new(*id, name.as_str().into())))
+            .collect();
+        let mem = Memtable::new();
+        let mut seq = manifest.last_seq;
+        let now = opts.clock.now_ms();
         let mut replay = |payload: &[u8], file: &Path, offset: u64| -> Result<()> {
             let bad = |detail: String| Error::Corruption {
                 file: file.display().to_string(),
@@ -79,34 +282,57 @@ impl Db {
                     tables.insert(name.to_string(), Table::new(id, name.into()));
                 }
                 DecodedEntry::Batch(ops) => {
+                    seq += 1;
                     for op in &ops {
-                        apply(&mut state, op);
+                        mem.apply(op, seq, now);
                     }
                 }
             }
             Ok(())
         };
-        let wal = Arc::new(Wal::open(dir, opts.wal_segment_bytes, &mut replay)?);
+        let wal = Arc::new(Wal::open_from(
+            dir,
+            opts.wal_segment_bytes,
+            manifest.flushed_segment + 1,
+            &mut replay,
+        )?);
         if let SyncPolicy::Interval(every) = opts.sync {
             Wal::spawn_syncer(&wal, every)?;
         }
-        Ok(Db {
-            inner: Arc::new(Inner {
-                opts,
-                state: RwLock::new(Arc::new(state)),
-                tables: RwLock::new(tables),
-                wal,
-            }),
-        })
+        let signal = Arc::new(Signal::default());
+        let inner = Arc::new(Inner {
+            opts,
+            dir: dir.to_path_buf(),
+            fs,
+            cache,
+            state: RwLock::new(Arc::new(State {
+                active: Arc::new(mem),
+                frozen: Vec::new(),
+                files: Arc::new(files),
+            })),
+            tables: RwLock::new(tables),
+            table_opts: RwLock::new(HashMap::new()),
+            ttls: RwLock::new(Arc::new(HashMap::new())),
+            wal,
+            last_seq: AtomicU64::new(seq),
+            visible_seq: AtomicU64::new(seq),
+            manifest: Mutex::new(manifest),
+            signal: signal.clone(),
+            flushed: (Mutex::new(()), Condvar::new()),
+            counters: Counters::default(),
+        });
+        spawn_flusher(Arc::downgrade(&inner), signal)?;
+        Ok(Db { inner })
     }
 
     /// Opens the table `name`, creating it with `opts` if it does not exist.
-    pub fn open_table(&self, name: &str, _opts: TableOptions) -> Result<Table> {
+    pub fn open_table(&self, name: &str, opts: TableOptions) -> Result<Table> {
         if name.is_empty() || name.len() > 255 {
             return Err(Error::InvalidArgument(format!("bad table name {name:?}")));
         }
         let mut tables = self.inner.tables.write();
         if let Some(t) = tables.get(name) {
+            self.inner.set_table_options(t.id, opts);
             return Ok(t.clone());
         }
         let id = tables.values().map(Table::id).max().unwrap_or(0) + 1;
@@ -114,11 +340,12 @@ impl Db {
         // changes no cell, so the group's apply skips it; the table map is updated here.
         self.inner
             .wal
-            .commit(Entry::Table { id, name }, true, &mut |payloads| {
-                self.apply_group(payloads)
+            .commit(WalEntry::Table { id, name }, true, &mut |payloads| {
+                self.inner.apply_group(payloads)
             })?;
         let t = Table::new(id, name.into());
         tables.insert(name.to_string(), t.clone());
+        self.inner.set_table_options(id, opts);
         Ok(t)
     }
 
@@ -141,29 +368,12 @@ impl Db {
         if batch.is_empty() {
             return Ok(());
         }
+        self.inner.stall_if_needed();
         self.inner
             .wal
-            .commit(Entry::Batch(batch), sync, &mut |payloads| {
-                self.apply_group(payloads)
+            .commit(WalEntry::Batch(batch), sync, &mut |payloads| {
+                self.inner.apply_group(payloads)
             })
-    }
-
-    /// Applies a committed group of WAL payloads to the in-memory state, in log order.
-    fn apply_group(&self, payloads: &[&[u8]]) {
-        let mut state = self.inner.state.write();
-        let s = Arc::make_mut(&mut state);
-        for payload in payloads {
-            match decode_entry(payload) {
-                Ok(DecodedEntry::Batch(ops)) => {
-                    for op in &ops {
-                        apply(s, op);
-                    }
-                }
-                Ok(DecodedEntry::Table { .. }) => {}
-                // We encoded these bytes ourselves a moment ago.
-                Err(e) => tracing::error!(error = %e, "undecodable WAL payload of our own"),
-            }
-        }
     }
 
     /// Fsyncs the WAL now.
@@ -173,8 +383,16 @@ impl Db {
 
     /// A consistent read view of the database as of now.
     pub fn snapshot(&self) -> Snapshot {
+        let state = self.inner.state.read();
+        let seq = self.inner.visible_seq.load(Ordering::Acquire);
+        let mut mems = vec![state.active.clone()];
+        mems.extend(state.frozen.iter().rev().map(|f| f.mem.clone()));
         Snapshot {
-            state: self.inner.state.read().clone(),
+            seq,
+            mems,
+            files: state.files.clone(),
+            ttls: self.inner.ttls.read().clone(),
+            now_ms: self.inner.opts.clock.now_ms(),
         }
     }
 
@@ -193,25 +411,60 @@ impl Db {
         self.snapshot().scan(table, opts)
     }
 
-    /// Flushes the memtables to SST files and waits for it. For now (no SSTs yet) this fsyncs
-    /// the WAL.
+    /// Flushes the memtables to SST files and waits for it.
     pub fn flush(&self) -> Result<()> {
-        self.sync_wal()
+        let inner = &self.inner;
+        inner.wal.quiesce(|| inner.freeze())?;
+        while inner.flush_oldest()? {}
+        Ok(())
     }
 
-    /// Compacts every level into the bottom one and waits for it.
+    /// Compacts every level into the bottom one and waits for it: each table's files are
+    /// merged into one file holding only the newest visible version of each cell, without
+    /// tombstones.
     pub fn compact_all(&self) -> Result<()> {
-        Ok(())
+        self.inner.compact_all()
     }
 
     /// Current counters.
     pub fn stats(&self) -> EngineStats {
-        let wal = self.inner.wal.stats();
+        let inner = &self.inner;
+        let wal = inner.wal.stats();
+        let state = inner.state.read().clone();
+        let mut levels: Vec<LevelStats> = Vec::new();
+        for table_levels in state.files.tables.values() {
+            for (i, level) in table_levels.iter().enumerate() {
+                if levels.len() <= i {
+                    levels.resize_with(i + 1, LevelStats::default);
+                }
+                levels[i].files += level.len() as u64;
+                levels[i].bytes += level.iter().map(|r| r.file_bytes()).sum::<u64>();
+            }
+        }
+        let cache = inner.cache.stats();
+        let c = &inner.counters;
         EngineStats {
+            memtable_bytes: state.active.approximate_bytes()
+                + state
+                    .frozen
+                    .iter()
+                    .map(|f| f.mem.approximate_bytes())
+                    .sum::<u64>(),
+            frozen_memtables: state.frozen.len() as u64,
+            levels,
+            write_stalls: c.write_stalls.load(Ordering::Relaxed),
+            write_stall_micros: c.write_stall_micros.load(Ordering::Relaxed),
+            flushes: c.flushes.load(Ordering::Relaxed),
+            flush_micros: c.flush_micros.load(Ordering::Relaxed),
+            compactions: c.compactions.load(Ordering::Relaxed),
+            compaction_micros: c.compaction_micros.load(Ordering::Relaxed),
+            compaction_bytes_written: c.compaction_bytes_written.load(Ordering::Relaxed),
+            cache_hits: cache.hits,
+            cache_misses: cache.misses,
+            cache_bytes: cache.used_bytes,
             wal_bytes: wal.bytes.load(Ordering::Relaxed),
             wal_syncs: wal.syncs.load(Ordering::Relaxed),
             batches_written: wal.batches.load(Ordering::Relaxed),
-            ..EngineStats::default()
         }
     }
 
@@ -221,122 +474,602 @@ impl Db {
     }
 }
 
+/// Starts the thread that flushes frozen memtables while the database is open.
+fn spawn_flusher(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
+    std::thread::Builder::new()
+        .name("strata-flush".into())
+        .spawn(move || {
+            loop {
+                {
+                    let mut work = signal.work.lock();
+                    if !*work {
+                        signal.cv.wait_for(&mut work, Duration::from_millis(100));
+                    }
+                    *work = false;
+                }
+                let Some(inner) = db.upgrade() else { break };
+                let mut failed = false;
+                loop {
+                    match inner.flush_oldest() {
+                        Ok(true) => {}
+                        Ok(false) => break,
+                        Err(e) => {
+                            tracing::error!(error = %e, "memtable flush failed; retrying");
+                            failed = true;
+                            break;
+                        }
+                    }
+                }
+                if !failed && let Err(e) = inner.compact_due() {
+                    tracing::error!(error = %e, "compaction failed; retrying");
+                    failed = true;
+                }
+                drop(inner);
+                if failed {
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            }
+        })
+        .map_err(|e| Error::io("spawning the flush thread", e))?;
+    Ok(())
+}
+
+impl Inner {
+    /// Applies a committed group of WAL payloads to the active memtable, in log order. Runs
+    /// as the WAL's commit leader.
+    fn apply_group(&self, payloads: &[&[u8]]) {
+        let active = self.state.read().active.clone();
+        let now = self.opts.clock.now_ms();
+        let mut seq = self.last_seq.load(Ordering::Relaxed);
+        for payload in payloads {
+            match decode_entry(payload) {
+                Ok(DecodedEntry::Batch(ops)) => {
+                    seq += 1;
+                    for op in &ops {
+                        active.apply(op, seq, now);
+                    }
+                }
+                Ok(DecodedEntry::Table { .. }) => {}
+                // We encoded these bytes ourselves a moment ago.
+                Err(e) => tracing::error!(error = %e, "undecodable WAL payload of our own"),
+            }
+        }
+        self.last_seq.store(seq, Ordering::Relaxed);
+        self.visible_seq.store(seq, Ordering::Release);
+        if active.approximate_bytes() >= self.opts.memtable_bytes as u64
+            && let Err(e) = self.freeze()
+        {
+            tracing::error!(error = %e, "could not freeze the memtable");
+        }
+    }
+
+    /// Freezes the active memtable (if it holds anything) and rolls the WAL. Call only as
+    /// the WAL's commit leader.
+    fn freeze(&self) -> Result<()> {
+        let active = self.state.read().active.clone();
+        if active.is_empty() {
+            return Ok(());
+        }
+        let segment = self.wal.roll_now()?;
+        {
+            let mut state = self.state.write();
+            let mut frozen = state.frozen.clone();
+            frozen.push(Frozen {
+                mem: active,
+                last_segment: segment - 1,
+                last_seq: self.last_seq.load(Ordering::Relaxed),
+            });
+            *state = Arc::new(State {
+                active: Arc::new(Memtable::new()),
+                frozen,
+                files: state.files.clone(),
+            });
+        }
+        *self.signal.work.lock() = true;
+        self.signal.cv.notify_one();
+        Ok(())
+    }
+
+    /// True while writes must wait: too many frozen memtables wait for a flush, or a table's
+    /// level 0 holds too many files.
+    fn must_stall(&self) -> bool {
+        let state = self.state.read();
+        let l0_limit = self
+            .opts
+            .l0_stall_files
+            .max(self.opts.l0_compaction_trigger.max(2) + 1);
+        state.frozen.len() >= self.opts.max_frozen_memtables.max(1)
+            || state
+                .files
+                .tables
+                .values()
+                .any(|levels| levels.first().is_some_and(|l0| l0.len() >= l0_limit))
+    }
+
+    /// Waits while [`Inner::must_stall`].
+    fn stall_if_needed(&self) {
+        if !self.must_stall() {
+            return;
+        }
+        let start = Instant::now();
+        self.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!("writes stalled: waiting for memtable flushes or level-0 compactions");
+        let (mx, cv) = &self.flushed;
+        let mut g = mx.lock();
+        while self.must_stall() {
+            cv.wait_for(&mut g, Duration::from_millis(10));
+        }
+        self.counters
+            .write_stall_micros
+            .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+    }
+
+    fn set_table_options(&self, table: u32, opts: TableOptions) {
+        let mut ttls = self.ttls.write();
+        let mut next = (**ttls).clone();
+        match opts.ttl {
+            Some(ttl) => next.insert(table, u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
+            None => next.remove(&table),
+        };
+        *ttls = Arc::new(next);
+        self.table_opts.write().insert(table, opts);
+    }
+
+    fn table_options(&self, table: u32) -> TableOptions {
+        self.table_opts
+            .read()
+            .get(&table)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Writes `entries` (ascending, unique keys) to the new SST file `id`. Returns `None`
+    /// (and leaves no file) when there is no entry.
+    fn write_sst(
+        &self,
+        table: u32,
+        level: u8,
+        id: u64,
+        entries: &mut dyn Iterator<Item = Result<Entry>>,
+    ) -> Result<Option<(FileMeta, Arc<SstReader>)>> {
+        let name = sst_file_name(id);
+        let mut builder: Option<SstBuilder> = None;
+        let result = (|| -> Result<Option<(FileMeta, Arc<SstReader>)>> {
+            for entry in entries {
+                let entry = entry?;
+                let b = match &mut builder {
+                    Some(b) => b,
+                    None => builder.insert(SstBuilder::new(
+                        self.fs.create(&name)?,
+                        &name,
+                        &self.table_options(table),
+                        self.opts.clock.now_ms(),
+                    )),
+                };
+                b.add(&entry)?;
+            }
+            let Some(b) = builder.take() else {
+                return Ok(None);
+            };
+            let info = b.finish()?;
+            let reader = SstReader::open(self.fs.open(&name)?, id, Some(self.cache.clone()))?;
+            Ok(Some((
+                FileMeta {
+                    table,
+                    level,
+                    id,
+                    bytes: info.file_bytes,
+                },
+                Arc::new(reader),
+            )))
+        })();
+        if result.is_err() {
+            drop(builder);
+            if let Err(e) = self.fs.delete(&name) {
+                tracing::warn!(error = %e, file = %name, "could not delete a failed SST");
+            }
+        }
+        result
+    }
+
+    fn table_registry(&self) -> BTreeMap<u32, String> {
+        self.tables
+            .read()
+            .values()
+            .map(|t| (t.id, t.name.to_string()))
+            .collect()
+    }
+
+    /// Flushes the oldest frozen memtable; false if there was none.
+    fn flush_oldest(&self) -> Result<bool> {
+        let mut manifest = self.manifest.lock();
+        let Some(frozen) = self.state.read().frozen.first().cloned() else {
+            return Ok(false);
+        };
+        let start = Instant::now();
+        let mut written = Vec::new();
+        let mut next = manifest.clone();
+        let result = (|| {
+            for table in frozen.mem.table_ids() {
+                let id = next.next_file_id;
+                next.next_file_id += 1;
+                let entries = frozen.mem.entries(table, &RowRange::all());
+                if let Some(file) =
+                    self.write_sst(table, 0, id, &mut entries.into_iter().map(Ok))?
+                {
+                    written.push(file);
+                }
+            }
+            next.last_seq = next.last_seq.max(frozen.last_seq);
+            next.flushed_segment = next.flushed_segment.max(frozen.last_segment);
+            next.tables = self.table_registry();
+            next.files.extend(written.iter().map(|(m, _)| m.clone()));
+            next.store(&self.fs)
+        })();
+        if let Err(e) = result {
+            // File ids are never reused. The files already written are left alone: if the
+            // manifest write failed after its rename they are live; if not, the next open
+            // deletes them as files the manifest does not name.
+            manifest.next_file_id = next.next_file_id;
+            return Err(e);
+        }
+        *manifest = next;
+        {
+            let mut state = self.state.write();
+            let mut files = (*state.files).clone();
+            for (m, reader) in written {
+                files.add(m.table, 0, reader);
+            }
+            files.sort();
+            *state = Arc::new(State {
+                active: state.active.clone(),
+                frozen: state.frozen.iter().skip(1).cloned().collect(),
+                files: Arc::new(files),
+            });
+        }
+        drop(manifest);
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .flush_micros
+            .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.flushed.1.notify_all();
+        self.wal.delete_segments_through(frozen.last_segment)?;
+        Ok(true)
+    }
+
+    /// Runs the compactions the planner asks for, one at a time, until none is due or a
+    /// frozen memtable waits (a flush goes first between two compactions, but at least one
+    /// compaction runs per call so that a steady stream of flushes cannot starve them).
+    fn compact_due(&self) -> Result<()> {
+        let o = PlanOptions {
+            l0_trigger: self.opts.l0_compaction_trigger,
+            base_bytes: self.opts.level_base_bytes,
+            ratio: self.opts.level_size_ratio,
+        };
+        let mut first = true;
+        loop {
+            if !first && !self.state.read().frozen.is_empty() {
+                return Ok(());
+            }
+            first = false;
+            let mut manifest = self.manifest.lock();
+            let files = self.state.read().files.clone();
+            let due = files
+                .tables
+                .keys()
+                .find_map(|&t| compaction::plan(&files.summaries(t), &o).map(|p| (t, p)));
+            let Some((table, plan)) = due else {
+                return Ok(());
+            };
+            self.compact(&mut manifest, table, &plan)?;
+        }
+    }
+
+    /// Merges every file of every table into one level (the deepest one in use, at least 1).
+    fn compact_all(&self) -> Result<()> {
+        let mut manifest = self.manifest.lock();
+        let files = self.state.read().files.clone();
+        for (&table, levels) in &files.tables {
+            let inputs: Vec<u64> = levels.iter().flatten().map(|r| r.file_id()).collect();
+            if inputs.is_empty() {
+                continue;
+            }
+            let deepest = levels.iter().rposition(|l| !l.is_empty()).unwrap_or(0);
+            let plan = Plan {
+                inputs,
+                output_level: deepest.max(1),
+                bottom: true,
+            };
+            self.compact(&mut manifest, table, &plan)?;
+        }
+        Ok(())
+    }
+
+    /// Runs one compaction of `table`'s files and installs its outputs.
+    fn compact(&self, manifest: &mut Manifest, table: u32, plan: &Plan) -> Result<()> {
+        let start = Instant::now();
+        let files = self.state.read().files.clone();
+        let inputs: Vec<Arc<SstReader>> = files
+            .tables
+            .get(&table)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|r| plan.inputs.contains(&r.file_id()))
+            .cloned()
+            .collect();
+        let level = u8::try_from(plan.output_level)
+            .map_err(|_| Error::InvalidArgument(format!("bad level {}", plan.output_level)))?;
+        let mut outputs: Vec<(FileMeta, Arc<SstReader>)> = Vec::new();
+        let result =
+            self.write_compaction(manifest, table, level, &inputs, plan.bottom, &mut outputs);
+        let installed = result.and_then(|()| {
+            let mut next = manifest.clone();
+            next.files.retain(|f| !plan.inputs.contains(&f.id));
+            next.files.extend(outputs.iter().map(|(m, _)| m.clone()));
+            next.store(&self.fs)?;
+            *manifest = next;
+            Ok(())
+        });
+        // On failure the outputs are left alone, as in a failed flush.
+        installed?;
+        let written: u64 = outputs.iter().map(|(m, _)| m.bytes).sum();
+        {
+            let mut state = self.state.write();
+            let mut files = (*state.files).clone();
+            if let Some(levels) = files.tables.get_mut(&table) {
+                for l in levels.iter_mut() {
+                    l.retain(|r| !plan.inputs.contains(&r.file_id()));
+                }
+            }
+            for (m, reader) in outputs {
+                files.add(table, m.level, reader);
+            }
+            files.sort();
+            *state = Arc::new(State {
+                active: state.active.clone(),
+                frozen: state.frozen.clone(),
+                files: Arc::new(files),
+            });
+        }
+        for &id in &plan.inputs {
+            self.cache.evict_file(id);
+            self.fs.delete(&sst_file_name(id))?;
+        }
+        self.fs.sync_dir()?;
+        let c = &self.counters;
+        c.compactions.fetch_add(1, Ordering::Relaxed);
+        self.flushed.1.notify_all();
+        c.compaction_bytes_written
+            .fetch_add(written, Ordering::Relaxed);
+        c.compaction_micros
+            .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+        tracing::debug!(
+            table,
+            level,
+            inputs = plan.inputs.len(),
+            written,
+            "compacted"
+        );
+        Ok(())
+    }
+
+    /// Merges `inputs` into new files of `level`, cut between rows at the target size.
+    fn write_compaction(
+        &self,
+        manifest: &mut Manifest,
+        table: u32,
+        level: u8,
+        inputs: &[Arc<SstReader>],
+        bottom: bool,
+        outputs: &mut Vec<(FileMeta, Arc<SstReader>)>,
+    ) -> Result<()> {
+        let sources: Vec<Source> = inputs
+            .iter()
+            .map(|r| Box::new(r.iter(RowRange::all(), false)) as Source)
+            .collect();
+        let mut rows = Rows::new(sources, false, u64::MAX);
+        let opts = self.table_options(table);
+        let expired = opts.ttl.map(|ttl| {
+            self.opts
+                .clock
+                .now_ms()
+                .saturating_sub(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
+        });
+        let mut open: Option<(u64, String, SstBuilder)> = None;
+        let result = (|| -> Result<()> {
+            while let Some(row) = rows.next_raw() {
+                let (_, entries) = row?;
+                let kept =
+                    compaction::expire(compaction::compact_row(&entries, bottom), expired, bottom);
+                if kept.is_empty() {
+                    continue;
+                }
+                let (_, _, b) = match &mut open {
+                    Some(o) => o,
+                    None => {
+                        let id = manifest.next_file_id;
+                        manifest.next_file_id += 1;
+                        let name = sst_file_name(id);
+                        let b = SstBuilder::new(
+                            self.fs.create(&name)?,
+                            &name,
+                            &opts,
+                            self.opts.clock.now_ms(),
+                        );
+                        open.insert((id, name, b))
+                    }
+                };
+                for e in &kept {
+                    b.add(e)?;
+                }
+                if b.estimated_len() >= self.opts.target_file_bytes
+                    && let Some((id, name, b)) = open.take()
+                {
+                    outputs.push(self.finish_sst(table, level, id, &name, b)?);
+                }
+            }
+            if let Some((id, name, b)) = open.take() {
+                outputs.push(self.finish_sst(table, level, id, &name, b)?);
+            }
+            Ok(())
+        })();
+        if let Some((_, name, b)) = open.take() {
+            drop(b);
+            if let Err(e) = self.fs.delete(&name) {
+                tracing::warn!(error = %e, file = %name, "could not delete a partial SST");
+            }
+        }
+        result
+    }
+
+    fn finish_sst(
+        &self,
+        table: u32,
+        level: u8,
+        id: u64,
+        name: &str,
+        builder: SstBuilder,
+    ) -> Result<(FileMeta, Arc<SstReader>)> {
+        let result = (|| {
+            let info = builder.finish()?;
+            let reader = SstReader::open(self.fs.open(name)?, id, Some(self.cache.clone()))?;
+            Ok((
+                FileMeta {
+                    table,
+                    level,
+                    id,
+                    bytes: info.file_bytes,
+                },
+                Arc::new(reader),
+            ))
+        })();
+        if result.is_err()
+            && let Err(e) = self.fs.delete(name)
+        {
+            tracing::warn!(error = %e, file = %name, "could not delete a failed SST");
+        }
+        result
+    }
+}
+
 /// A consistent read view.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
-    state: Arc<Tables>,
+    seq: u64,
+    /// The active memtable and the frozen ones, newest first.
+    mems: Vec<Arc<Memtable>>,
+    files: Arc<Files>,
+    /// Tables' TTLs in milliseconds.
+    ttls: Arc<HashMap<u32, u64>>,
+    /// The time the snapshot was taken, for TTLs.
+    now_ms: u64,
 }
 
 impl Snapshot {
+    /// Cells of `table` written before this time are expired.
+    fn expired_before(&self, table: &Table) -> Option<u64> {
+        self.ttls
+            .get(&table.id)
+            .map(|ttl| self.now_ms.saturating_sub(*ttl))
+    }
+
     /// Reads one cell.
     pub fn get(&self, table: &Table, row: &[u8], column: &[u8]) -> Result<Option<Bytes>> {
-        Ok(self
-            .state
-            .get(&table.id)
-            .and_then(|t| t.get(row))
-            .and_then(|r| r.get(column))
-            .cloned())
+        let expired = self.expired_before(table);
+        let decide = |e: Entry| {
+            (e.key.kind == EntryKind::Put && expired.is_none_or(|t| e.write_ms >= t))
+                .then_some(e.value)
+        };
+        for m in &self.mems {
+            if let Some(e) = m.get(table.id, row, column, self.seq) {
+                return Ok(decide(e));
+            }
+        }
+        if let Some(levels) = self.files.tables.get(&table.id) {
+            for reader in levels.iter().flatten() {
+                if let Some(e) = reader.get(row, column, self.seq)? {
+                    return Ok(decide(e));
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// Reads one row.
     pub fn get_row(&self, table: &Table, row: &[u8]) -> Result<Option<Row>> {
-        Ok(self
-            .state
-            .get(&table.id)
-            .and_then(|t| t.get(row))
-            .map(|cells| Row {
-                key: Bytes::copy_from_slice(row),
-                cells: cells
-                    .iter()
-                    .map(|(c, v)| Cell {
-                        column: Bytes::copy_from_slice(c),
-                        value: v.clone(),
-                    })
-                    .collect(),
-            }))
+        let mut stop = row.to_vec();
+        stop.push(0);
+        let opts = ScanOptions {
+            start: Some(row.to_vec()),
+            stop: Some(stop),
+            limit: Some(1),
+            ..ScanOptions::default()
+        };
+        self.scan(table, &opts)?.next().transpose()
     }
 
     /// Scans rows of `table`.
     pub fn scan(&self, table: &Table, opts: &ScanOptions) -> Result<RowIter> {
-        let mut rows = Vec::new();
-        if let Some(t) = self.state.get(&table.id) {
-            let mut visit = |k: &Vec<u8>, cells: &Cells| {
-                if !opts.contains(k) {
-                    return;
+        let range = RowRange {
+            start: opts.start.as_deref().map(Bytes::copy_from_slice),
+            end: opts.stop.as_deref().map(Bytes::copy_from_slice),
+        };
+        let mut sources: Vec<Source> = Vec::new();
+        let empty = matches!((&range.start, &range.end), (Some(s), Some(e)) if s >= e);
+        if !empty {
+            for m in &self.mems {
+                let mut entries = m.entries(table.id, &range);
+                if entries.is_empty() {
+                    continue;
                 }
-                if let Some(f) = &opts.row_filter
-                    && !f(k)
-                {
-                    return;
+                if opts.reverse {
+                    entries.reverse();
                 }
-                let cells: Vec<Cell> = cells
-                    .iter()
-                    .filter(|(c, _)| {
-                        opts.columns
-                            .as_ref()
-                            .is_none_or(|cs| cs.iter().any(|x| x == *c))
-                    })
-                    .map(|(c, v)| Cell {
-                        column: Bytes::copy_from_slice(c),
-                        value: if opts.keys_only {
-                            Bytes::new()
-                        } else {
-                            v.clone()
-                        },
-                    })
-                    .collect();
-                if !cells.is_empty() {
-                    rows.push(Ok(Row {
-                        key: Bytes::copy_from_slice(k),
-                        cells,
-                    }));
+                sources.push(Box::new(entries.into_iter().map(Ok)));
+            }
+            if let Some(levels) = self.files.tables.get(&table.id) {
+                for reader in levels.iter().flatten() {
+                    sources.push(Box::new(reader.iter(range.clone(), opts.reverse)));
                 }
+            }
+        }
+        let limit = opts.limit;
+        let expired = self.expired_before(table);
+        let opts = opts.clone();
+        let rows = Rows::new(sources, opts.reverse, self.seq).filter_map(move |r| {
+            let (key, cells) = match r {
+                Ok(r) => r,
+                Err(e) => return Some(Err(e)),
             };
-            if opts.reverse {
-                t.iter().rev().for_each(|(k, c)| visit(k, c));
-            } else {
-                t.iter().for_each(|(k, c)| visit(k, c));
+            if !opts.contains(&key) || opts.row_filter.as_ref().is_some_and(|f| !f(&key)) {
+                return None;
             }
-        }
-        if let Some(l) = opts.limit {
-            rows.truncate(l);
-        }
-        Ok(RowIter {
-            inner: Box::new(rows.into_iter()),
-        })
-    }
-}
-
-fn apply(state: &mut Tables, op: &OpRef<'_>) {
-    match *op {
-        OpRef::Put {
-            table,
-            row,
-            column,
-            value,
-        } => {
-            state
-                .entry(table)
-                .or_default()
-                .entry(row.to_vec())
-                .or_default()
-                .insert(column.to_vec(), Bytes::copy_from_slice(value));
-        }
-        OpRef::Delete { table, row, column } => {
-            if let Some(t) = state.get_mut(&table)
-                && let Some(r) = t.get_mut(row)
-            {
-                r.remove(column);
-                if r.is_empty() {
-                    t.remove(row);
-                }
-            }
-        }
-        OpRef::DeleteRow { table, row } => {
-            if let Some(t) = state.get_mut(&table) {
-                t.remove(row);
-            }
-        }
+            let cells: Vec<Cell> = cells
+                .into_iter()
+                .filter(|c| {
+                    expired.is_none_or(|t| c.write_ms >= t)
+                        && opts
+                            .columns
+                            .as_ref()
+                            .is_none_or(|cs| cs.iter().any(|x| x[..] == c.key.column[..]))
+                })
+                .map(|c| Cell {
+                    column: c.key.column,
+                    value: if opts.keys_only {
+                        Bytes::new()
+                    } else {
+                        c.value
+                    },
+                })
+                .collect();
+            (!cells.is_empty()).then_some(Ok(Row { key, cells }))
+        });
+        let inner: Box<dyn Iterator<Item = Result<Row>> + Send> = match limit {
+            Some(l) => Box::new(rows.take(l)),
+            None => Box::new(rows),
+        };
+        Ok(RowIter { inner })
     }
 }
 
@@ -377,6 +1110,115 @@ mod tests {
             rows.iter().map(|r| r.key.to_vec()).collect::<Vec<_>>(),
             vec![b"r2".to_vec(), b"r1".to_vec()]
         );
+        Ok(())
+    }
+
+    #[test]
+    fn flushed_and_compacted_data_survives_reopen_and_orphans_are_removed() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let opts = || DbOptions {
+            wal_segment_bytes: 1024,
+            ..DbOptions::default()
+        };
+        {
+            let db = Db::open(dir.path(), opts())?;
+            let t = db.open_table("t", TableOptions::default())?;
+            for i in 0..50u32 {
+                let mut b = WriteBatch::new();
+                b.put(&t, &i.to_be_bytes(), b"c", b"old");
+                db.write(&b)?;
+            }
+            db.flush()?;
+            let mut b = WriteBatch::new();
+            b.put(&t, &7u32.to_be_bytes(), b"c", b"new");
+            b.delete_row(&t, &8u32.to_be_bytes());
+            db.write(&b)?;
+            db.flush()?;
+            db.compact_all()?;
+            let stats = db.stats();
+            assert_eq!(stats.flushes, 2);
+            assert_eq!(stats.levels.len(), 2);
+            assert_eq!(stats.levels[0].files, 0);
+            assert_eq!(stats.levels[1].files, 1);
+            // Only the segment started by the last flush is left.
+            let wal = crate::wal::recovery::list_segments(dir.path())?;
+            assert_eq!(wal.len(), 1, "{wal:?}");
+            let mut b = WriteBatch::new();
+            b.put(&t, &9u32.to_be_bytes(), b"c", b"unflushed");
+            db.write(&b)?;
+            db.close()?;
+        }
+        let orphan = dir.path().join(sst_file_name(999));
+        std::fs::write(&orphan, b"half a file").map_err(|e| Error::io("orphan", e))?;
+        let db = Db::open(dir.path(), opts())?;
+        assert!(!orphan.exists());
+        let t = db
+            .table("t")
+            .ok_or_else(|| Error::NoSuchTable("t".into()))?;
+        let get = |i: u32| db.get(&t, &i.to_be_bytes(), b"c");
+        assert_eq!(get(1)?.as_deref(), Some(&b"old"[..]));
+        assert_eq!(get(7)?.as_deref(), Some(&b"new"[..]));
+        assert_eq!(get(8)?, None);
+        assert_eq!(get(9)?.as_deref(), Some(&b"unflushed"[..]));
+        assert_eq!(db.scan(&t, &ScanOptions::default())?.count(), 49);
+        Ok(())
+    }
+
+    #[derive(Debug, Default)]
+    struct ManualClock(AtomicU64);
+
+    impl crate::options::Clock for ManualClock {
+        fn now_ms(&self) -> u64 {
+            self.0.load(Ordering::Relaxed)
+        }
+    }
+
+    #[test]
+    fn ttl_hides_expired_cells_and_compaction_drops_them() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let clock = Arc::new(ManualClock(AtomicU64::new(1_000_000)));
+        let db = Db::open(
+            dir.path(),
+            DbOptions {
+                clock: clock.clone(),
+                ..DbOptions::default()
+            },
+        )?;
+        let t = db.open_table(
+            "t",
+            TableOptions {
+                ttl: Some(Duration::from_secs(10)),
+                ..TableOptions::default()
+            },
+        )?;
+        let put = |row: &[u8], v: &[u8]| {
+            let mut b = WriteBatch::new();
+            b.put(&t, row, b"c", v);
+            db.write(&b)
+        };
+        put(b"old", b"1")?;
+        clock.0.fetch_add(6_000, Ordering::Relaxed);
+        put(b"new", b"2")?;
+        db.flush()?;
+        assert_eq!(db.scan(&t, &ScanOptions::default())?.count(), 2);
+        clock.0.fetch_add(6_000, Ordering::Relaxed);
+        assert_eq!(db.get(&t, b"old", b"c")?, None);
+        assert_eq!(db.get(&t, b"new", b"c")?.as_deref(), Some(&b"2"[..]));
+        let rows: Vec<Row> = db
+            .scan(&t, &ScanOptions::default())?
+            .collect::<Result<_>>()?;
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].key.as_ref(), b"new");
+        db.compact_all()?;
+        // The expired cell is gone from the files, not just hidden.
+        let snap = db.snapshot();
+        let files = &snap.files.tables[&t.id];
+        let entries: usize = files
+            .iter()
+            .flatten()
+            .map(|r| r.properties().entry_count as usize)
+            .sum();
+        assert_eq!(entries, 1);
         Ok(())
     }
 }

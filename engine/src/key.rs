@@ -19,10 +19,6 @@
 //!
 //! [`InternalKey::seek_row`] and [`InternalKey::seek_cell`] build the smallest key a reader must
 //! seek to.
-#![cfg_attr(
-    not(test),
-    expect(dead_code, reason = "wired into Db by the LSM issue")
-)]
 
 use std::cmp::Ordering;
 

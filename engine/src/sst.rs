@@ -29,10 +29,6 @@
 //!    footer is the last 64 bytes of the file.
 //! 4. Every decode checks bounds and checksums and fails with `Error::Corruption` naming the file
 //!    and the offset of the bad block (or of the footer); it never panics or returns wrong data.
-#![cfg_attr(
-    not(test),
-    expect(dead_code, reason = "wired into Db by the LSM issue")
-)]
 
 mod builder;
 mod filter;
@@ -42,26 +38,15 @@ mod iter;
 mod properties;
 mod reader;
 
-// The SST layer's internal API, used by the flush and compaction code once it is wired in.
-#[cfg_attr(
-    not(test),
-    expect(unused_imports, reason = "wired into Db by the LSM issue")
-)]
-pub(crate) use builder::{SstBuilder, SstInfo};
-#[cfg_attr(
-    not(test),
-    expect(unused_imports, reason = "wired into Db by the LSM issue")
-)]
-pub(crate) use iter::{RowRange, SstIter};
-#[cfg_attr(
-    not(test),
-    expect(unused_imports, reason = "wired into Db by the LSM issue")
-)]
+// The SST layer's internal API, used by the flush and compaction code in `db.rs`.
+pub(crate) use builder::SstBuilder;
+#[cfg(test)]
+pub(crate) use builder::SstInfo;
+pub(crate) use iter::RowRange;
+#[cfg(test)]
+pub(crate) use iter::SstIter;
+#[cfg(test)]
 pub(crate) use properties::Properties;
-#[cfg_attr(
-    not(test),
-    expect(unused_imports, reason = "wired into Db by the LSM issue")
-)]
 pub(crate) use reader::SstReader;
 
 /// Fuzz entry point: opens `bytes` as an SST file and reads everything in it (both scan

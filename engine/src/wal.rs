@@ -55,12 +55,15 @@
 //!    version or set reserved bits is always an error, so a newer WAL is never erased. Only writes that were not yet acknowledged as durable can be lost this way, unless
 //!    the disk itself corrupted synced bytes.
 //! 6. A record that passes its checksum but whose payload does not decode is corruption.
-//! 7. Segments are never deleted for now: there is no memtable flush yet, so every segment
-//!    still feeds the in-memory state. Once flushes exist, a segment may be deleted when every
-//!    memtable it fed has been flushed.
+//! 7. When a memtable freezes, the WAL is rolled to a new segment while no group is being
+//!    written, so every record of the frozen memtable lies in segments before the new one.
+//!    Once the memtable's SST files and the manifest naming the last covered segment are
+//!    durable, the covered segments are deleted in ascending order (so the remaining numbers
+//!    stay contiguous after a crash). The current segment is never deleted. When no segment is
+//!    left, numbering resumes after the manifest's last covered segment.
 
 mod entry;
-mod recovery;
+pub(crate) mod recovery;
 mod segment;
 
 use std::fs::{File, OpenOptions};
@@ -135,14 +138,25 @@ struct Queue {
 impl Wal {
     /// Opens the WAL in `dir`, replaying every good record into `apply` in order (see the
     /// module rules), and prepares the last segment for appending.
+    #[cfg(test)]
     pub(crate) fn open(
         dir: &Path,
         segment_bytes: u64,
         apply: &mut recovery::ReplayFn<'_>,
     ) -> Result<Wal> {
+        Wal::open_from(dir, segment_bytes, 1, apply)
+    }
+
+    /// Like `open`, but an empty log starts at segment `first` rather than 1.
+    pub(crate) fn open_from(
+        dir: &Path,
+        segment_bytes: u64,
+        first: u64,
+        apply: &mut recovery::ReplayFn<'_>,
+    ) -> Result<Wal> {
         let tail = recovery::recover(dir, apply)?;
         let out = match tail {
-            None => create_segment(dir, 1)?,
+            None => create_segment(dir, first.max(1))?,
             Some(t) if t.good_len == 0 => create_segment(dir, t.number)?,
             Some(t) => {
                 let file = OpenOptions::new()
@@ -305,6 +319,37 @@ impl Wal {
         Ok(())
     }
 
+    /// Runs `f` while no group is being written or applied: `f` holds the commit leadership,
+    /// so the in-memory state matches the log exactly while it runs.
+    pub(crate) fn quiesce<R>(&self, f: impl FnOnce() -> R) -> R {
+        let mut q = self.queue.lock();
+        while q.leader {
+            self.queue_cv.wait(&mut q);
+        }
+        q.leader = true;
+        drop(q);
+        let r = f();
+        let mut q = self.queue.lock();
+        q.leader = false;
+        self.queue_cv.notify_all();
+        r
+    }
+
+    /// Starts a new segment now and returns its number. Call it only while holding the commit
+    /// leadership (from a commit's `apply` or inside [`Wal::quiesce`]).
+    pub(crate) fn roll_now(&self) -> Result<u64> {
+        let mut out = self.out.lock();
+        self.roll(&mut out)?;
+        Ok(out.number)
+    }
+
+    /// Deletes every segment numbered `through` or lower, except the current one, in
+    /// ascending order, then fsyncs the directory.
+    pub(crate) fn delete_segments_through(&self, through: u64) -> Result<()> {
+        let current = self.out.lock().number;
+        delete_segments_through(&self.dir, through.min(current.saturating_sub(1)))
+    }
+
     /// Fsyncs everything written so far.
     pub(crate) fn sync(&self) -> Result<()> {
         let mut out = self.out.lock();
@@ -382,6 +427,23 @@ fn create_segment(dir: &Path, number: u64) -> Result<Segment> {
         len: HEADER_BYTES as u64,
         dirty: false,
     })
+}
+
+/// Deletes the segments of `dir` numbered `through` or lower, in ascending order.
+pub(crate) fn delete_segments_through(dir: &Path, through: u64) -> Result<()> {
+    let mut any = false;
+    for (n, path) in recovery::list_segments(dir)? {
+        if n > through {
+            break;
+        }
+        std::fs::remove_file(&path)
+            .map_err(|e| Error::io(format!("deleting {}", path.display()), e))?;
+        any = true;
+    }
+    if any {
+        sync_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// Fsyncs a directory so that a file created in it survives a crash.

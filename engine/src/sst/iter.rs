@@ -26,6 +26,7 @@ impl RowRange {
     }
 
     /// Rows in `[start, end)`.
+    #[cfg_attr(not(test), expect(dead_code, reason = "used by tests"))]
     pub(crate) fn new(start: &[u8], end: &[u8]) -> RowRange {
         RowRange {
             start: Some(Bytes::copy_from_slice(start)),

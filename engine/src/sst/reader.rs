@@ -87,6 +87,10 @@ impl SstReader {
     }
 
     /// The file's name.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "used by tests and leveled compaction")
+    )]
     pub(crate) fn name(&self) -> &str {
         &self.name
     }

@@ -8,12 +8,14 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
-use strata_engine::{Db, SyncPolicy};
+use strata_engine::{Db, DbOptions, SyncPolicy};
 
 use crate::{TestResult, check_prefix, options, tables, test_batch};
 
 /// Set in the child's environment to the database directory.
 const CHILD_DIR_VAR: &str = "STRATA_ENGINE_CRASH_CHILD_DIR";
+/// Set in the child's environment to a memtable size, to make it flush while it writes.
+const MEMTABLE_VAR: &str = "STRATA_ENGINE_CRASH_MEMTABLE";
 /// Set to reproduce a run.
 const SEED_VAR: &str = "STRATA_ENGINE_CRASH_SEED";
 const ROUNDS: usize = 8;
@@ -24,8 +26,11 @@ fn child() -> TestResult {
     let Some(dir) = std::env::var_os(CHILD_DIR_VAR) else {
         return Ok(());
     };
-    // Small segments so that crashes also hit segment rollover.
-    let db = Db::open(&dir, options(SyncPolicy::Always, 4096))?;
+    let memtable_bytes = match std::env::var(MEMTABLE_VAR) {
+        Ok(s) => Some(s.parse()?),
+        Err(_) => None,
+    };
+    let db = Db::open(&dir, crash_options(memtable_bytes))?;
     let (a, b) = tables(&db)?;
     let start = check_prefix(&db)?;
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -38,8 +43,30 @@ fn child() -> TestResult {
     Ok(())
 }
 
+/// Small segments so that crashes also hit segment rollover; with `memtable_bytes`, small
+/// memtables so that they also hit flushes and WAL segment deletion.
+fn crash_options(memtable_bytes: Option<usize>) -> DbOptions {
+    let opts = options(SyncPolicy::Always, 4096);
+    match memtable_bytes {
+        Some(memtable_bytes) => DbOptions {
+            memtable_bytes,
+            ..opts
+        },
+        None => opts,
+    }
+}
+
 #[test]
 fn kill_9_keeps_every_acknowledged_batch() -> TestResult {
+    crash_rounds(None)
+}
+
+#[test]
+fn kill_9_during_flushes_keeps_every_acknowledged_batch() -> TestResult {
+    crash_rounds(Some(8 << 10))
+}
+
+fn crash_rounds(memtable_bytes: Option<usize>) -> TestResult {
     let seed = match std::env::var(SEED_VAR) {
         Ok(s) => s.parse()?,
         Err(_) => rand::random(),
@@ -51,12 +78,13 @@ fn kill_9_keeps_every_acknowledged_batch() -> TestResult {
     let mut max_acked: Option<u64> = None;
     let mut total_acks = 0;
     for round in 0..ROUNDS {
-        let mut child = Command::new(&exe)
-            .args(["--exact", "crash::child", "--nocapture", "--test-threads=1"])
-            .env(CHILD_DIR_VAR, dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
+        let mut cmd = Command::new(&exe);
+        cmd.args(["--exact", "crash::child", "--nocapture", "--test-threads=1"])
+            .env(CHILD_DIR_VAR, dir.path());
+        if let Some(m) = memtable_bytes {
+            cmd.env(MEMTABLE_VAR, m.to_string());
+        }
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
         let stdout = child.stdout.take().ok_or("no child stdout")?;
         let (tx, rx) = std::sync::mpsc::channel::<u64>();
         let reader = std::thread::spawn(move || {
@@ -85,7 +113,7 @@ fn kill_9_keeps_every_acknowledged_batch() -> TestResult {
         if let Some(&m) = acks.iter().max() {
             max_acked = Some(max_acked.map_or(m, |x| x.max(m)));
         }
-        let db = Db::open(dir.path(), options(SyncPolicy::Always, 4096))?;
+        let db = Db::open(dir.path(), crash_options(memtable_bytes))?;
         let n = check_prefix(&db).map_err(|e| format!("round {round}: {e}"))?;
         drop(db);
         println!(
@@ -100,5 +128,12 @@ fn kill_9_keeps_every_acknowledged_batch() -> TestResult {
         }
     }
     assert!(total_acks > 0, "the child never acknowledged a batch");
+    if memtable_bytes.is_some() {
+        println!("{total_acks} acks in all");
+        assert!(
+            dir.path().join("MANIFEST").exists(),
+            "the child never finished a flush"
+        );
+    }
     Ok(())
 }

@@ -3,6 +3,7 @@
 mod crash;
 mod golden;
 mod group_commit;
+mod lsm;
 mod model;
 mod wal_damage;
 

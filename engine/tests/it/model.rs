@@ -1,10 +1,11 @@
-//! The database against a `BTreeMap` model, with reopen steps: whatever was written, deleted
-//! and replayed from the WAL reads back as the model says.
+//! The database against a `BTreeMap` model, with reopen, flush and compaction steps: whatever
+//! was written, deleted, flushed to SSTs, compacted and replayed from the WAL reads back as the
+//! model says. One variant uses tiny memtables so that flushes also happen on their own.
 
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use strata_engine::{Db, ScanOptions, SyncPolicy, WriteBatch};
+use strata_engine::{Db, DbOptions, ScanOptions, SyncPolicy, WriteBatch};
 
 use crate::{options, tables};
 
@@ -16,6 +17,8 @@ enum Step {
     /// Commit the current batch.
     Commit,
     Reopen,
+    Flush,
+    Compact,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -26,6 +29,8 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (any::<bool>(), 0u8..6).prop_map(|(t, r)| Step::DeleteRow(t, r)),
         3 => Just(Step::Commit),
         1 => Just(Step::Reopen),
+        1 => Just(Step::Flush),
+        1 => Just(Step::Compact),
     ]
 }
 
@@ -54,7 +59,7 @@ fn apply(model: &mut Model, s: &Step) {
         Step::DeleteRow(t, r) => {
             model.remove(&(*t, key(*r)));
         }
-        Step::Commit | Step::Reopen => {}
+        Step::Commit | Step::Reopen | Step::Flush | Step::Compact => {}
     }
 }
 
@@ -75,40 +80,75 @@ fn dump(db: &Db) -> Result<Model, strata_engine::Error> {
     Ok(out)
 }
 
+fn run(steps: &[Step], tune: fn(DbOptions) -> DbOptions) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let open = || Db::open(dir.path(), tune(options(SyncPolicy::Always, 512)));
+    let fail = |e: strata_engine::Error| TestCaseError::fail(e.to_string());
+    let mut db = open().map_err(fail)?;
+    let mut model = Model::new();
+    let mut pending = Model::new();
+    let mut batch = WriteBatch::new();
+    for s in steps {
+        let (a, b) = tables(&db).map_err(fail)?;
+        let t = |flag: bool| if flag { b.clone() } else { a.clone() };
+        match s {
+            Step::Put(f, r, c, v) => batch.put(&t(*f), &key(*r), &key(*c), v),
+            Step::Delete(f, r, c) => batch.delete(&t(*f), &key(*r), &key(*c)),
+            Step::DeleteRow(f, r) => batch.delete_row(&t(*f), &key(*r)),
+            Step::Commit => {
+                db.write(&batch).map_err(fail)?;
+                batch.clear();
+                model = pending.clone();
+            }
+            Step::Reopen => {
+                // The uncommitted batch is dropped with the handle.
+                batch.clear();
+                pending = model.clone();
+                drop(db);
+                db = open().map_err(fail)?;
+            }
+            Step::Flush => db.flush().map_err(fail)?,
+            Step::Compact => db.compact_all().map_err(fail)?,
+        }
+        apply(&mut pending, s);
+        prop_assert_eq!(&dump(&db).map_err(fail)?, &model);
+        for flag in [false, true] {
+            for r in 0..6 {
+                for c in 0..4 {
+                    let want = model.get(&(flag, key(r))).and_then(|row| row.get(&key(c)));
+                    let got = db.get(&t(flag), &key(r), &key(c)).map_err(fail)?;
+                    prop_assert_eq!(got.as_deref(), want.map(|v| &v[..]));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     #[test]
     fn db_matches_a_btreemap_across_reopens(steps in proptest::collection::vec(step(), 1..60)) {
-        let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let open = || Db::open(dir.path(), options(SyncPolicy::Always, 512));
-        let fail = |e: strata_engine::Error| TestCaseError::fail(e.to_string());
-        let mut db = open().map_err(fail)?;
-        let mut model = Model::new();
-        let mut pending = Model::new();
-        let mut batch = WriteBatch::new();
-        for s in &steps {
-            let (a, b) = tables(&db).map_err(fail)?;
-            let t = |flag: bool| if flag { b.clone() } else { a.clone() };
-            match s {
-                Step::Put(f, r, c, v) => batch.put(&t(*f), &key(*r), &key(*c), v),
-                Step::Delete(f, r, c) => batch.delete(&t(*f), &key(*r), &key(*c)),
-                Step::DeleteRow(f, r) => batch.delete_row(&t(*f), &key(*r)),
-                Step::Commit => {
-                    db.write(&batch).map_err(fail)?;
-                    batch.clear();
-                    model = pending.clone();
-                }
-                Step::Reopen => {
-                    // The uncommitted batch is dropped with the handle.
-                    batch.clear();
-                    pending = model.clone();
-                    drop(db);
-                    db = open().map_err(fail)?;
-                }
-            }
-            apply(&mut pending, s);
-            prop_assert_eq!(&dump(&db).map_err(fail)?, &model);
-        }
+        run(&steps, |o| o)?;
+    }
+
+    #[test]
+    fn db_with_tiny_memtables_matches_a_btreemap(steps in proptest::collection::vec(step(), 1..80)) {
+        run(&steps, |o| DbOptions { memtable_bytes: 200, ..o })?;
+    }
+
+    /// Tiny levels and files too, so that compactions run through several levels and cut
+    /// their outputs.
+    #[test]
+    fn db_with_tiny_levels_matches_a_btreemap(steps in proptest::collection::vec(step(), 1..80)) {
+        run(&steps, |o| DbOptions {
+            memtable_bytes: 150,
+            l0_compaction_trigger: 2,
+            level_base_bytes: 600,
+            level_size_ratio: 2,
+            target_file_bytes: 300,
+            ..o
+        })?;
     }
 }
