@@ -651,17 +651,7 @@ impl Inner {
             let Some(b) = builder.take() else {
                 return Ok(None);
             };
-            let info = b.finish()?;
-            let reader = SstReader::open(self.fs.open(&name)?, id, Some(self.cache.clone()))?;
-            Ok(Some((
-                FileMeta {
-                    table,
-                    level,
-                    id,
-                    bytes: info.file_bytes,
-                },
-                Arc::new(reader),
-            )))
+            self.finish_sst(table, level, id, &name, b).map(Some)
         })();
         if result.is_err() {
             drop(builder);
