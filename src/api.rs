@@ -1,11 +1,48 @@
 //! Small OpenTSDB endpoints: `/api/suggest`, `/api/aggregators`, `/api/config/filters`,
 //! `/api/dropcaches`.
 
-use hyper::StatusCode;
+use hyper::body::Incoming;
+use hyper::{Method, Request, StatusCode};
 use serde_json::{Value as Json, json};
 use strata_tsdb::UidKind;
 
-use crate::http::{Resp, Shared, error, json_ok, query_param};
+use crate::http::{
+    Resp, Shared, error, json, json_ok, method_not_allowed, only, query_param, read_body,
+};
+use crate::version;
+
+/// Dispatches `/api/<ep>` (normalised: lower case, no version prefix, no trailing slash).
+pub(crate) async fn dispatch(ep: &str, req: Request<Incoming>, shared: &Shared) -> Resp {
+    let method = req.method().clone();
+    match ep {
+        "version" => only(&method, &[Method::GET, Method::POST], || {
+            json(StatusCode::OK, &version::json())
+        }),
+        "put" if method == Method::POST => crate::put::handle(req, shared).await,
+        "suggest" if method == Method::POST => match read_body(req, shared).await {
+            Ok(body) => suggest(shared, "", Some(&body)),
+            Err(resp) => resp,
+        },
+        "suggest" => only(&method, &[Method::GET], || {
+            suggest(shared, req.uri().query().unwrap_or(""), None)
+        }),
+        "query" if [Method::GET, Method::POST, Method::DELETE].contains(&method) => {
+            query(req, shared).await
+        }
+        "query" => method_not_allowed(&method),
+        "admin/compact" if method == Method::POST => admin_compact(shared),
+        "admin/compact" => method_not_allowed(&method),
+        "aggregators" => only(&method, &[Method::GET, Method::POST], aggregators),
+        "config/filters" => only(&method, &[Method::GET, Method::POST], config_filters),
+        "dropcaches" => only(
+            &method,
+            &[Method::GET, Method::POST, Method::DELETE],
+            dropcaches,
+        ),
+        "put" => method_not_allowed(&method),
+        _ => error(StatusCode::NOT_FOUND, "Endpoint not found", ""),
+    }
+}
 
 /// Default `max` of `/api/suggest`, as OpenTSDB.
 const SUGGEST_DEFAULT_MAX: usize = 25;

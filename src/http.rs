@@ -84,42 +84,7 @@ async fn route(req: Request<Incoming>, shared: &Shared) -> Resp {
             "",
         ),
         Route::ApiVersionBad(v) => error(StatusCode::BAD_REQUEST, "Invalid API version", &v),
-        Route::Api(ep) => match ep.as_str() {
-            "version" => only(&method, &[Method::GET, Method::POST], || {
-                json(StatusCode::OK, &version::json())
-            }),
-            "put" if method == Method::POST => crate::put::handle(req, shared).await,
-            "suggest" if method == Method::POST => match read_body(req, shared).await {
-                Ok(body) => crate::api::suggest(shared, "", Some(&body)),
-                Err(resp) => resp,
-            },
-            "suggest" => only(&method, &[Method::GET], || {
-                crate::api::suggest(shared, req.uri().query().unwrap_or(""), None)
-            }),
-            "query" if [Method::GET, Method::POST, Method::DELETE].contains(&method) => {
-                crate::api::query(req, shared).await
-            }
-            "query" => method_not_allowed(&method),
-            "admin/compact" if method == Method::POST => crate::api::admin_compact(shared),
-            "admin/compact" => method_not_allowed(&method),
-            "aggregators" => only(
-                &method,
-                &[Method::GET, Method::POST],
-                crate::api::aggregators,
-            ),
-            "config/filters" => only(
-                &method,
-                &[Method::GET, Method::POST],
-                crate::api::config_filters,
-            ),
-            "dropcaches" => only(
-                &method,
-                &[Method::GET, Method::POST, Method::DELETE],
-                crate::api::dropcaches,
-            ),
-            "put" => method_not_allowed(&method),
-            _ => error(StatusCode::NOT_FOUND, "Endpoint not found", ""),
-        },
+        Route::Api(ep) => crate::api::dispatch(&ep, req, shared).await,
         Route::Other(p) if p == "version" => only(&method, &[Method::GET, Method::POST], || {
             text(StatusCode::OK, version::telnet_lines())
         }),
@@ -127,7 +92,7 @@ async fn route(req: Request<Incoming>, shared: &Shared) -> Resp {
     }
 }
 
-fn only(method: &Method, allowed: &[Method], handler: impl FnOnce() -> Resp) -> Resp {
+pub(crate) fn only(method: &Method, allowed: &[Method], handler: impl FnOnce() -> Resp) -> Resp {
     if allowed.contains(method) {
         handler()
     } else {
@@ -135,7 +100,7 @@ fn only(method: &Method, allowed: &[Method], handler: impl FnOnce() -> Resp) -> 
     }
 }
 
-fn method_not_allowed(method: &Method) -> Resp {
+pub(crate) fn method_not_allowed(method: &Method) -> Resp {
     error(
         StatusCode::METHOD_NOT_ALLOWED,
         "Method not allowed",
@@ -244,7 +209,7 @@ pub(crate) fn error(status: StatusCode, message: &str, details: &str) -> Resp {
     json(status, &serde_json::json!({ "error": err }))
 }
 
-fn json(status: StatusCode, value: &serde_json::Value) -> Resp {
+pub(crate) fn json(status: StatusCode, value: &serde_json::Value) -> Resp {
     let body = serde_json::to_vec(value).unwrap_or_default();
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = status;
