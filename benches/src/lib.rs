@@ -80,3 +80,77 @@ mod tests {
         );
     }
 }
+
+/// The devops workload of `shared/bench`: hosts × 20 metrics, 6 tags, one point per 10 s.
+pub mod devops {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use strata_tsdb::{Point, Value};
+
+    /// The 20 metric names.
+    pub const METRICS: [&str; 20] = [
+        "cpu.user",
+        "cpu.system",
+        "cpu.idle",
+        "cpu.iowait",
+        "cpu.steal",
+        "mem.used",
+        "mem.free",
+        "mem.cached",
+        "mem.buffered",
+        "disk.read_bytes",
+        "disk.write_bytes",
+        "disk.io_time",
+        "net.bytes_recv",
+        "net.bytes_sent",
+        "net.err_in",
+        "net.err_out",
+        "load.1m",
+        "load.5m",
+        "proc.running",
+        "proc.total",
+    ];
+    /// First timestamp of generated data (2026-01-01T00:00:00Z), in seconds.
+    pub const START: i64 = 1_767_225_600;
+    /// Interval between points of a series, in seconds.
+    pub const STEP: i64 = 10;
+
+    /// The 6 tags of host `h`.
+    pub fn tags(h: usize) -> Vec<(String, String)> {
+        vec![
+            ("host".into(), format!("host-{h:04}")),
+            ("dc".into(), format!("dc-{}", h % 4)),
+            ("rack".into(), format!("r-{}", h % 50)),
+            ("os".into(), "linux".into()),
+            ("arch".into(), "x86_64".into()),
+            ("team".into(), format!("t-{}", h % 10)),
+        ]
+    }
+
+    /// Points in time order, `steps` timestamps from `START + first_step * STEP`, every host
+    /// and metric at each timestamp; values are one-decimal random walks in 0..=100.
+    pub fn points(hosts: usize, first_step: i64, steps: i64, seed: u64) -> Vec<Point> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let tags: Vec<_> = (0..hosts).map(tags).collect();
+        let mut values: Vec<f64> = (0..hosts * METRICS.len())
+            .map(|_| rng.gen_range(0.0..100.0))
+            .collect();
+        let mut out = Vec::with_capacity(hosts * METRICS.len() * steps as usize);
+        for step in first_step..first_step + steps {
+            let ts = START + step * STEP;
+            for (h, tags) in tags.iter().enumerate() {
+                for (m, metric) in METRICS.iter().enumerate() {
+                    let v = &mut values[h * METRICS.len() + m];
+                    *v = (*v + rng.gen_range(-1.0..1.0)).clamp(0.0, 100.0);
+                    out.push(Point {
+                        metric: (*metric).to_string(),
+                        tags: tags.clone(),
+                        timestamp: ts,
+                        value: Value::Float((*v * 10.0).round() / 10.0),
+                    });
+                }
+            }
+        }
+        out
+    }
+}

@@ -13,6 +13,7 @@ mod point;
 mod read;
 mod rowcompact;
 mod rowkey;
+mod series_cache;
 mod series_index;
 mod stats;
 mod tsdb;

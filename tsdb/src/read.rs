@@ -406,10 +406,10 @@ mod tests {
                 }
             }
             db.delete(&db.find_series("m", &[])?, 1_040_000, 1_060_000)?;
-            db.inner.index.read().clone()
+            db.index_snapshot()?
         };
         let db = Tsdb::open(dir.path(), TsdbOptions::default())?;
-        assert_eq!(*db.inner.index.read(), before);
+        assert_eq!(db.index_snapshot()?, before);
         Ok(())
     }
 }

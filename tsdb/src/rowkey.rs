@@ -197,13 +197,19 @@ impl RowKey {
 
 /// Encodes `salt | metric | base_time | tag pairs`.
 pub(crate) fn encode_rowkey(salt: u8, tsuid: &Tsuid, base_time: u32) -> Vec<u8> {
-    let t = tsuid.as_bytes();
-    let mut k = Vec::with_capacity(SALT_LEN + TIME_LEN + t.len());
-    k.push(salt);
-    k.extend_from_slice(&t[..UID_LEN]);
-    k.extend_from_slice(&base_time.to_be_bytes());
-    k.extend_from_slice(&t[UID_LEN..]);
+    let mut k = Vec::with_capacity(SALT_LEN + TIME_LEN + tsuid.as_bytes().len());
+    encode_rowkey_into(salt, tsuid, base_time, &mut k);
     k
+}
+
+/// As [`encode_rowkey`], into `out` (cleared first).
+pub(crate) fn encode_rowkey_into(salt: u8, tsuid: &Tsuid, base_time: u32, out: &mut Vec<u8>) {
+    let t = tsuid.as_bytes();
+    out.clear();
+    out.push(salt);
+    out.extend_from_slice(&t[..UID_LEN]);
+    out.extend_from_slice(&base_time.to_be_bytes());
+    out.extend_from_slice(&t[UID_LEN..]);
 }
 
 /// The rowkey range `[start, stop)` holding every row of `metric` in bucket `salt` whose base

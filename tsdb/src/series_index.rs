@@ -21,6 +21,10 @@ pub(crate) struct SeriesEntry {
     pub(crate) tsuid: Tsuid,
     pub(crate) salt: u8,
     pub(crate) last: Option<(i64, Value)>,
+    /// Whether `last` is known to be the newest point. After a restart it is the newest point
+    /// as of the last time the series moved to a new row; the newest point is then in that
+    /// same row, and `Tsdb::series_info` reads it from there.
+    pub(crate) last_exact: bool,
 }
 
 /// Postings of one tag key.
@@ -76,6 +80,7 @@ impl SeriesIndex {
                 Error::corruption("meta row", &row.key, "last point of an unknown series")
             })?;
             entry.last = Some(last);
+            entry.last_exact = false;
         }
         Ok(idx)
     }
@@ -105,6 +110,7 @@ impl SeriesIndex {
             tsuid,
             salt,
             last: None,
+            last_exact: true,
         });
         id
     }

@@ -3,7 +3,7 @@
 //! A database holds three engine tables: `tsdb` (data rows, `rowkey.rs` + `cell.rs`), `uid`
 //! (`uid.rs`) and `meta` (`meta.rs`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,12 +18,32 @@ use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::meta;
 use crate::point::PointRef;
-use crate::rowkey::{Tsuid, base_time_of, encode_rowkey, salt_of};
+use crate::rowkey::{ROW_SPAN_SECS, Tsuid, base_time_of, encode_rowkey_into, salt_of};
+use crate::series_cache::{CachedSeries, SeriesCache, raw_key};
 use crate::series_index::SeriesIndex;
 use crate::stats::{Stats, TsdbStats};
 use crate::uid::{Uid, UidKind, UidTable};
 use crate::validate::{NameRules, check_tag_set, timestamp_to_ms};
 use crate::value::Value;
+
+/// Bound of the write path's series cache.
+const SERIES_CACHE_ENTRIES: usize = 1 << 21;
+
+/// State of the write path, under `Inner::write_lock`.
+#[derive(Debug, Default)]
+pub(crate) struct WriteState {
+    /// Batches written (wrapping); tags the dirty markers a batch wrote.
+    batches: u32,
+}
+
+/// A series' newest point as a batch changes it.
+struct LastUpdate {
+    point: (i64, Value),
+    /// Write it to `meta`: it moved to another row.
+    persist: bool,
+    /// The newest point is in a row newer than any before it, so it is exact.
+    new_row: bool,
+}
 
 /// Name of the data table.
 pub(crate) const DATA_TABLE: &str = "tsdb";
@@ -111,7 +131,9 @@ pub(crate) struct Inner {
     pub(crate) index: RwLock<SeriesIndex>,
     /// Serializes the commit part of writes and deletes, so the index, the last points and the
     /// series id counter follow the engine's batch order.
-    pub(crate) write_lock: Mutex<()>,
+    pub(crate) write_lock: Mutex<WriteState>,
+    /// Raw metric and tags → resolved series, for the write path.
+    pub(crate) series_cache: SeriesCache,
     /// Where the next [`Tsdb::rowcompact`] pass resumes its walk of the dirty markers.
     pub(crate) rowcompact_cursor: Mutex<Option<Vec<u8>>>,
     pub(crate) buckets: u8,
@@ -120,7 +142,7 @@ pub(crate) struct Inner {
 }
 
 struct Prepared {
-    tsuid: Tsuid,
+    series: Arc<CachedSeries>,
     ts_ms: i64,
     value: Value,
     enc: EncodedValue,
@@ -181,7 +203,8 @@ impl Tsdb {
                 meta: meta_t,
                 uids,
                 index: RwLock::new(index),
-                write_lock: Mutex::new(()),
+                write_lock: Mutex::new(WriteState::default()),
+                series_cache: SeriesCache::new(SERIES_CACHE_ENTRIES),
                 rowcompact_cursor: Mutex::new(None),
                 buckets,
                 opts,
@@ -207,13 +230,18 @@ impl Tsdb {
         sync: bool,
     ) -> Vec<Result<()>> {
         let inner = &*self.inner;
-        let prepared: Vec<Result<Prepared>> = points.iter().map(|p| self.prepare(p)).collect();
-        let _guard = inner.write_lock.lock();
+        let prepared = self.prepare_all(points);
+        let now_ms = inner.opts.clock.now_ms();
+        let grace_ms = inner.opts.rowcompact_grace.as_millis() as u64;
+        let mut state = inner.write_lock.lock();
+        state.batches = state.batches.wrapping_add(1);
+        let batch_no = state.batches;
         let mut batch = WriteBatch::new();
         let mut new_series: Vec<Tsuid> = Vec::new();
-        let mut new_ids: HashMap<Tsuid, (u32, u8)> = HashMap::new();
-        let mut lasts: HashMap<u32, (i64, Value)> = HashMap::new();
-        let mut dirty: HashSet<Vec<u8>> = HashSet::new();
+        let mut new_ids: HashMap<Tsuid, u32> = HashMap::new();
+        let mut lasts: HashMap<u32, LastUpdate> = HashMap::new();
+        let mut marked: Vec<Arc<CachedSeries>> = Vec::new();
+        let mut rowkey: Vec<u8> = Vec::with_capacity(64);
         let mut ok = 0u64;
         let mut results: Vec<Result<()>> = Vec::with_capacity(points.len());
         {
@@ -226,25 +254,31 @@ impl Tsdb {
                         continue;
                     }
                 };
-                let (id, salt) = match index.id(&p.tsuid) {
-                    Some(id) => (id, index.series.get(id as usize).map_or(0, |s| s.salt)),
-                    None => match new_ids.get(&p.tsuid) {
-                        Some(&x) => x,
-                        None => {
-                            let next = index.len() as u64 + new_series.len() as u64;
-                            let Ok(id) = u32::try_from(next) else {
-                                results.push(Err(Error::SeriesExhausted { count: next }));
-                                continue;
-                            };
-                            let salt = salt_of(&p.tsuid, inner.buckets);
-                            new_ids.insert(p.tsuid.clone(), (id, salt));
-                            new_series.push(p.tsuid.clone());
-                            (id, salt)
+                let series = &p.series;
+                let id = match series.id() {
+                    Some(id) => id,
+                    None => match index.id(&series.tsuid) {
+                        Some(id) => {
+                            series.set_id(id);
+                            id
                         }
+                        None => match new_ids.get(&series.tsuid) {
+                            Some(&id) => id,
+                            None => {
+                                let next = index.len() as u64 + new_series.len() as u64;
+                                let Ok(id) = u32::try_from(next) else {
+                                    results.push(Err(Error::SeriesExhausted { count: next }));
+                                    continue;
+                                };
+                                new_ids.insert(series.tsuid.clone(), id);
+                                new_series.push(series.tsuid.clone());
+                                id
+                            }
+                        },
                     },
                 };
                 let base = base_time_of(p.ts_ms);
-                let rowkey = encode_rowkey(salt, &p.tsuid, base);
+                encode_rowkey_into(series.salt, &series.tsuid, base, &mut rowkey);
                 let offset = (p.ts_ms - i64::from(base) * 1000) as u32;
                 batch.put(
                     &inner.data,
@@ -252,13 +286,36 @@ impl Tsdb {
                     &encode_column(offset),
                     p.enc.as_bytes(),
                 );
-                dirty.insert(rowkey);
-                let current = lasts
-                    .get(&id)
-                    .copied()
-                    .or_else(|| index.series.get(id as usize).and_then(|s| s.last));
+                // A row keeps its dirty marker until the row compactor folds it, which happens
+                // only once the row's hour has closed. So while the hour is open, one marker per
+                // series and row is enough; for a closed row the marker is written again by
+                // every batch (the compactor may have cleared it).
+                let open = (u64::from(base) + u64::from(ROW_SPAN_SECS)) * 1000 + grace_ms > now_ms;
+                let (marked_base, marked_batch) = series.marked();
+                if marked_base != base || !(open || marked_batch == batch_no) {
+                    batch.put(
+                        &inner.meta,
+                        &meta::key(meta::DIRTY_PREFIX, &rowkey),
+                        meta::DIRTY_COLUMN,
+                        &now_ms.to_be_bytes(),
+                    );
+                    series.set_marked(base, batch_no);
+                    marked.push(p.series.clone());
+                }
+                let current = match lasts.get(&id) {
+                    Some(u) => Some(u.point),
+                    None => index.series.get(id as usize).and_then(|s| s.last),
+                };
                 if current.is_none_or(|(ts, _)| p.ts_ms >= ts) {
-                    lasts.insert(id, (p.ts_ms, p.value));
+                    let new_row = current.is_none_or(|(ts, _)| base_time_of(ts) != base);
+                    let u = lasts.entry(id).or_insert(LastUpdate {
+                        point: (p.ts_ms, p.value),
+                        persist: false,
+                        new_row: false,
+                    });
+                    u.point = (p.ts_ms, p.value);
+                    u.persist |= new_row;
+                    u.new_row |= new_row;
                 }
                 ok += 1;
                 results.push(Ok(()));
@@ -269,7 +326,7 @@ impl Tsdb {
             return results;
         }
         for tsuid in &new_series {
-            let id = new_ids.get(tsuid).map_or(0, |x| x.0);
+            let id = new_ids.get(tsuid).copied().unwrap_or(0);
             batch.put(
                 &inner.meta,
                 &meta::key(meta::SERIES_BY_TSUID_PREFIX, tsuid.as_bytes()),
@@ -283,22 +340,18 @@ impl Tsdb {
                 tsuid.as_bytes(),
             );
         }
-        let now = inner.opts.clock.now_ms().to_be_bytes();
-        for rowkey in &dirty {
-            batch.put(
-                &inner.meta,
-                &meta::key(meta::DIRTY_PREFIX, rowkey),
-                meta::DIRTY_COLUMN,
-                &now,
-            );
-        }
-        for (id, (ts, v)) in &lasts {
-            batch.put(
-                &inner.meta,
-                &meta::key(meta::LAST_PREFIX, &id.to_be_bytes()),
-                meta::LAST_COLUMN,
-                &meta::encode_last(*ts, *v),
-            );
+        // The newest point is persisted only when it moves to another row; after a restart the
+        // newest point is then in the row of the persisted one (see `SeriesEntry::last_exact`).
+        for (id, u) in &lasts {
+            if u.persist {
+                let (ts, v) = u.point;
+                batch.put(
+                    &inner.meta,
+                    &meta::key(meta::LAST_PREFIX, &id.to_be_bytes()),
+                    meta::LAST_COLUMN,
+                    &meta::encode_last(ts, v),
+                );
+            }
         }
         let committed = if sync {
             inner.db.write_sync(&batch)
@@ -311,15 +364,23 @@ impl Tsdb {
                 for tsuid in new_series.iter() {
                     index.insert(tsuid.clone(), inner.buckets);
                 }
-                for (id, last) in lasts {
+                for (id, u) in lasts {
                     if let Some(s) = index.series.get_mut(id as usize) {
-                        s.last = Some(last);
+                        s.last = Some(u.point);
+                        s.last_exact |= u.new_row;
                     }
                 }
+                drop(index);
+                drop(state);
                 inner.stats.series_created(new_series.len() as u64);
                 inner.stats.points_written(ok);
             }
             Err(e) => {
+                // The markers noted above were not written after all.
+                for series in &marked {
+                    series.set_marked(0, 0);
+                }
+                drop(state);
                 tracing::warn!(error = %e, points = ok, "write batch failed");
                 let e = Arc::new(e);
                 for r in results.iter_mut().filter(|r| r.is_ok()) {
@@ -337,20 +398,45 @@ impl Tsdb {
         }
     }
 
-    /// Validates a point in OpenTSDB's order and resolves its UIDs.
-    fn prepare<S: AsRef<str>>(&self, p: &PointRef<'_, S>) -> Result<Prepared> {
+    /// Validates and resolves every point, through the series cache.
+    fn prepare_all<S: AsRef<str>>(&self, points: &[PointRef<'_, S>]) -> Vec<Result<Prepared>> {
+        let mut key = Vec::with_capacity(128);
+        points
+            .iter()
+            .map(|p| {
+                let enc = encode_value(p.value);
+                if let Value::Float(f) = p.value
+                    && !f.is_finite()
+                {
+                    return Err(Error::NotFinite {
+                        value: f,
+                        metric: p.metric.to_string(),
+                        timestamp: p.timestamp,
+                    });
+                }
+                let ts_ms = timestamp_to_ms(p.timestamp, p.metric, p.tags, || enc.describe())?;
+                raw_key(p.metric, p.tags, &mut key);
+                let series = match self.inner.series_cache.get(&key) {
+                    Some(s) => s,
+                    None => {
+                        let tsuid = self.resolve_series(p)?;
+                        let salt = salt_of(&tsuid, self.inner.buckets);
+                        self.inner.series_cache.insert(&key, tsuid, salt)
+                    }
+                };
+                Ok(Prepared {
+                    series,
+                    ts_ms,
+                    value: p.value,
+                    enc,
+                })
+            })
+            .collect()
+    }
+
+    /// Validates a point's names in OpenTSDB's order and resolves its UIDs.
+    fn resolve_series<S: AsRef<str>>(&self, p: &PointRef<'_, S>) -> Result<Tsuid> {
         let o = &self.inner.opts;
-        let enc = encode_value(p.value);
-        if let Value::Float(f) = p.value
-            && !f.is_finite()
-        {
-            return Err(Error::NotFinite {
-                value: f,
-                metric: p.metric.to_string(),
-                timestamp: p.timestamp,
-            });
-        }
-        let ts_ms = timestamp_to_ms(p.timestamp, p.metric, p.tags, || enc.describe())?;
         check_tag_set(p.metric, p.tags, o.max_tags)?;
         o.name_rules.check_metric(p.metric)?;
         for (k, v) in p.tags {
@@ -366,12 +452,7 @@ impl Tsdb {
         }
         pairs.sort_unstable();
         pairs.dedup();
-        Ok(Prepared {
-            tsuid: Tsuid::new(metric, &mut pairs)?,
-            ts_ms,
-            value: p.value,
-            enc,
-        })
+        Tsuid::new(metric, &mut pairs)
     }
 
     fn resolve(&self, kind: UidKind, name: &str, create: bool) -> Result<Uid> {
@@ -428,7 +509,10 @@ impl Tsdb {
             .opts
             .name_rules
             .check(new, || kind.as_str().to_string())?;
-        self.inner.uids.rename(kind, old, new)
+        self.inner.uids.rename(kind, old, new)?;
+        // A name may now resolve to another UID.
+        self.inner.series_cache.clear();
+        Ok(())
     }
 
     /// Up to `max` names of `kind` starting with `prefix`, sorted (`/api/suggest`).
@@ -465,13 +549,16 @@ impl Tsdb {
 
     /// Everything the index knows about series `id`.
     pub fn series_info(&self, id: u32) -> Result<Option<SeriesInfo>> {
-        let (tsuid, last) = {
+        let (tsuid, mut last, exact) = {
             let index = self.inner.index.read();
             match index.series.get(id as usize) {
-                Some(s) => (s.tsuid.clone(), s.last),
+                Some(s) => (s.tsuid.clone(), s.last, s.last_exact),
                 None => return Ok(None),
             }
         };
+        if !exact && let Some(known) = last {
+            last = Some(self.refine_last(id, known)?);
+        }
         let (metric, tags) = self.names_of(&tsuid)?;
         Ok(Some(SeriesInfo {
             id,
@@ -480,6 +567,47 @@ impl Tsdb {
             tags,
             last,
         }))
+    }
+
+    /// The newest point of series `id` when the index only has a lower bound `known` for it
+    /// (after a restart): the newest point is in the row of `known`, so that row is read.
+    fn refine_last(&self, id: u32, known: (i64, Value)) -> Result<(i64, Value)> {
+        let row_start = i64::from(base_time_of(known.0)) * 1000;
+        let row_end = row_start + i64::from(ROW_SPAN_SECS) * 1000 - 1;
+        let mut ids = RoaringBitmap::new();
+        ids.insert(id);
+        let found = self
+            .read_series(&ids, row_start, row_end)?
+            .into_iter()
+            .find_map(|s| s.points.last().copied());
+        let newest = match found {
+            Some(p) if p.0 >= known.0 => p,
+            _ => known,
+        };
+        let _state = self.inner.write_lock.lock();
+        let mut index = self.inner.index.write();
+        let Some(s) = index.series.get_mut(id as usize) else {
+            return Ok(newest);
+        };
+        // Writes since the read above moved `s.last` forward only when newer (or as new: the
+        // later write wins), and a delete sets it exactly; either way the larger is the newest.
+        if !s.last_exact {
+            match s.last {
+                Some(cur) if cur.0 >= newest.0 => {}
+                _ => s.last = Some(newest),
+            }
+            s.last_exact = true;
+        }
+        Ok(s.last.unwrap_or(newest))
+    }
+
+    /// The index with every newest point made exact, for tests that compare indexes.
+    #[cfg(test)]
+    pub(crate) fn index_snapshot(&self) -> Result<SeriesIndex> {
+        for id in 0..self.series_count() as u32 {
+            self.series_info(id)?;
+        }
+        Ok(self.inner.index.read().clone())
     }
 
     /// The id of a series.
@@ -569,6 +697,113 @@ mod tests {
             hours.push(rk.base_time);
         }
         assert_eq!(hours, vec![1_356_998_400, 1_357_002_000]);
+        Ok(())
+    }
+
+    #[test]
+    fn newest_point_is_exact_after_reopen_though_persisted_once_per_row() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let tags = [("host", "a")];
+        let write = |db: &Tsdb, timestamp: i64, v: i64| -> Result<()> {
+            let p = PointRef {
+                metric: "m",
+                tags: &tags,
+                timestamp,
+                value: Value::Int(v),
+            };
+            db.write_sync(&[p]).into_iter().collect()
+        };
+        let hour = 1_356_998_400;
+        {
+            let db = Tsdb::open(dir.path(), TsdbOptions::default())?;
+            for (i, ts) in [hour, hour + 10, hour + 20, hour + 5]
+                .into_iter()
+                .enumerate()
+            {
+                write(&db, ts, i as i64)?;
+            }
+            // Only the first point of the row was persisted as the newest.
+            let persisted = db
+                .inner
+                .db
+                .scan(&db.inner.meta, &ScanOptions::prefix(&[meta::LAST_PREFIX]))?
+                .map(|r| r.map(|r| r.cells[0].value.clone()))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            assert_eq!(persisted.len(), 1);
+            assert_eq!(
+                db.series_info(0)?.and_then(|s| s.last),
+                Some((hour * 1000 + 20_000, Value::Int(2)))
+            );
+        }
+        let db = Tsdb::open(dir.path(), TsdbOptions::default())?;
+        assert!(!db.inner.index.read().series[0].last_exact);
+        // A late point in the same row must not pass for the newest.
+        write(&db, hour + 15, 9)?;
+        assert_eq!(
+            db.series_info(0)?.and_then(|s| s.last),
+            Some((hour * 1000 + 20_000, Value::Int(2)))
+        );
+        write(&db, hour + 20, 7)?;
+        assert_eq!(
+            db.series_info(0)?.and_then(|s| s.last),
+            Some((hour * 1000 + 20_000, Value::Int(7))),
+            "the later write wins at the same instant"
+        );
+        write(&db, hour + 3600, 8)?;
+        assert_eq!(
+            db.series_info(0)?.and_then(|s| s.last),
+            Some(((hour + 3600) * 1000, Value::Int(8)))
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn one_dirty_marker_per_open_row_and_again_for_closed_rows() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let hour = 1_356_998_400u64;
+        let clock = Arc::new(crate::clock::ManualClock::new(hour * 1000));
+        let opts = TsdbOptions {
+            clock: clock.clone(),
+            ..TsdbOptions::default()
+        };
+        let db = Tsdb::open(dir.path(), opts)?;
+        let tags = [("host", "a")];
+        let write = |timestamp: u64| -> Result<()> {
+            let p = PointRef {
+                metric: "m",
+                tags: &tags,
+                timestamp: timestamp as i64,
+                value: Value::Int(1),
+            };
+            db.write(&[p, p]).into_iter().collect()
+        };
+        let marker = || -> Result<Option<Vec<u8>>> {
+            let mut rows = db
+                .inner
+                .db
+                .scan(&db.inner.meta, &ScanOptions::prefix(&[meta::DIRTY_PREFIX]))?;
+            Ok(rows.next().transpose()?.map(|r| r.cells[0].value.to_vec()))
+        };
+        write(hour)?;
+        assert_eq!(marker()?, Some((hour * 1000).to_be_bytes().to_vec()));
+        clock.set_ms((hour + 60) * 1000);
+        write(hour + 30)?;
+        assert_eq!(
+            marker()?,
+            Some((hour * 1000).to_be_bytes().to_vec()),
+            "an open row is marked once"
+        );
+        // The compactor may clear the marker of a closed row, so every write re-marks it.
+        clock.set_ms((hour + 3600 + 601) * 1000);
+        let before = db.stats();
+        db.rowcompact_all()?;
+        assert!(db.stats().series_count == before.series_count);
+        assert_eq!(marker()?, None);
+        write(hour + 40)?;
+        assert_eq!(
+            marker()?,
+            Some(((hour + 3600 + 601) * 1000).to_be_bytes().to_vec())
+        );
         Ok(())
     }
 
