@@ -7,24 +7,32 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::Deserialize;
 
-/// `strata serve` flags. Each can also come from the environment variable named beside it.
+/// The storage flags every command that opens a data directory shares (`serve`, `import`,
+/// `scan`, `compact`). Each can also come from the environment variable named beside it.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub(crate) struct ServeArgs {
+pub(crate) struct StorageArgs {
     /// TOML configuration file. Its keys are the long flag names with `_` for `-`.
     #[arg(long, env = "STRATA_CONFIG")]
     pub(crate) config: Option<PathBuf>,
     /// Data directory [default: ./strata-data].
     #[arg(long, env = "STRATA_DATA_DIR")]
     pub(crate) data_dir: Option<PathBuf>,
+    /// WAL fsync policy: `always` or `interval:<ms>` [default: interval:100].
+    #[arg(long, env = "STRATA_FSYNC")]
+    pub(crate) fsync: Option<String>,
+}
+
+/// `strata serve` flags. Each can also come from the environment variable named beside it.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    pub(crate) storage: StorageArgs,
     /// Address to listen on [default: 127.0.0.1].
     #[arg(long, env = "STRATA_BIND")]
     pub(crate) bind: Option<IpAddr>,
     /// Port for telnet and HTTP [default: 4242].
     #[arg(long, env = "STRATA_PORT")]
     pub(crate) port: Option<u16>,
-    /// WAL fsync policy: `always` or `interval:<ms>` [default: interval:100].
-    #[arg(long, env = "STRATA_FSYNC")]
-    pub(crate) fsync: Option<String>,
     /// Longest telnet line accepted, in bytes [default: 1024].
     #[arg(long, env = "STRATA_MAX_LINE_BYTES")]
     pub(crate) max_line_bytes: Option<usize>,
@@ -34,7 +42,23 @@ pub(crate) struct ServeArgs {
     /// Largest HTTP request body accepted, in bytes, after decompression [default: 64 MiB].
     #[arg(long, env = "STRATA_MAX_BODY_BYTES")]
     pub(crate) max_body_bytes: Option<usize>,
+    /// Origins allowed to make cross-origin (CORS) HTTP requests: empty turns CORS off, `*`
+    /// allows any origin, otherwise a comma-separated list (OpenTSDB's
+    /// `tsd.http.request.cors_domains`) [default: empty].
+    #[arg(long, env = "STRATA_CORS_DOMAINS")]
+    pub(crate) cors_domains: Option<String>,
+    /// The `Access-Control-Allow-Headers` value sent to allowed origins (OpenTSDB's
+    /// `tsd.http.request.cors_headers`) [default: Authorization, Content-Type, Accept, Origin,
+    /// User-Agent, DNT, Cache-Control, X-Mx-ReqToken, Keep-Alive, X-Requested-With,
+    /// If-Modified-Since].
+    #[arg(long, env = "STRATA_CORS_HEADERS")]
+    pub(crate) cors_headers: Option<String>,
 }
+
+/// OpenTSDB's default `tsd.http.request.cors_headers`.
+pub(crate) const DEFAULT_CORS_HEADERS: &str = "Authorization, Content-Type, Accept, Origin, \
+     User-Agent, DNT, Cache-Control, X-Mx-ReqToken, Keep-Alive, X-Requested-With, \
+     If-Modified-Since";
 
 /// The same settings as they appear in the TOML file.
 #[derive(Debug, Default, Deserialize)]
@@ -47,6 +71,46 @@ struct FileConfig {
     max_line_bytes: Option<usize>,
     max_connections: Option<usize>,
     max_body_bytes: Option<usize>,
+    cors_domains: Option<String>,
+    cors_headers: Option<String>,
+}
+
+/// Which origins may make cross-origin requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Cors {
+    /// CORS is off: no headers, `OPTIONS` is not allowed.
+    Off,
+    /// Every origin is allowed (`*`).
+    Any,
+    /// These origins, upper-cased (OpenTSDB compares them case-insensitively).
+    Domains(Vec<String>),
+}
+
+impl Cors {
+    /// Parses `cors_domains`: empty is off, a list holding `*` allows all.
+    pub(crate) fn parse(s: &str) -> Cors {
+        let domains: Vec<String> = s
+            .split(',')
+            .map(|d| d.trim().to_ascii_uppercase())
+            .filter(|d| !d.is_empty())
+            .collect();
+        if domains.is_empty() {
+            Cors::Off
+        } else if domains.iter().any(|d| d == "*") {
+            Cors::Any
+        } else {
+            Cors::Domains(domains)
+        }
+    }
+
+    /// Whether requests from `origin` are allowed (false when CORS is off).
+    pub(crate) fn allows(&self, origin: &str) -> bool {
+        match self {
+            Cors::Off => false,
+            Cors::Any => true,
+            Cors::Domains(d) => d.iter().any(|d| d.eq_ignore_ascii_case(origin)),
+        }
+    }
 }
 
 /// The resolved configuration.
@@ -59,24 +123,36 @@ pub(crate) struct Config {
     pub(crate) max_line_bytes: usize,
     pub(crate) max_connections: usize,
     pub(crate) max_body_bytes: usize,
+    pub(crate) cors: Cors,
+    pub(crate) cors_headers: String,
 }
 
 impl Config {
+    /// Resolves the storage settings of an offline command (`import`, `scan`, `compact`) the
+    /// same way `serve` does; the other settings take their file values or defaults.
+    pub(crate) fn resolve_storage(args: &StorageArgs) -> anyhow::Result<Config> {
+        Config::resolve(&ServeArgs {
+            storage: args.clone(),
+            ..ServeArgs::default()
+        })
+    }
+
     /// Resolves `args` (flags, with the environment already folded in by clap) over the file.
     pub(crate) fn resolve(args: &ServeArgs) -> anyhow::Result<Config> {
-        let file = match &args.config {
+        let storage = &args.storage;
+        let file = match &storage.config {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
         };
         let config = Config {
-            data_dir: args
+            data_dir: storage
                 .data_dir
                 .clone()
                 .or(file.data_dir)
                 .unwrap_or_else(|| "strata-data".into()),
             bind: args.bind.or(file.bind).unwrap_or([127, 0, 0, 1].into()),
             port: args.port.or(file.port).unwrap_or(4242),
-            fsync: args
+            fsync: storage
                 .fsync
                 .clone()
                 .or(file.fsync)
@@ -90,6 +166,17 @@ impl Config {
                 .max_body_bytes
                 .or(file.max_body_bytes)
                 .unwrap_or(64 << 20),
+            cors: Cors::parse(
+                args.cors_domains
+                    .as_deref()
+                    .or(file.cors_domains.as_deref())
+                    .unwrap_or(""),
+            ),
+            cors_headers: args
+                .cors_headers
+                .clone()
+                .or(file.cors_headers)
+                .unwrap_or_else(|| DEFAULT_CORS_HEADERS.into()),
         };
         config
             .fsync
@@ -126,8 +213,11 @@ mod tests {
             "port = 5000\ndata_dir = \"/from/file\"\nfsync = \"always\"\n",
         )?;
         let args = ServeArgs {
-            config: Some(path),
-            data_dir: Some("/from/flag".into()),
+            storage: StorageArgs {
+                config: Some(path),
+                data_dir: Some("/from/flag".into()),
+                ..StorageArgs::default()
+            },
             ..ServeArgs::default()
         };
         let c = Config::resolve(&args)?;
@@ -136,6 +226,8 @@ mod tests {
         assert_eq!(c.fsync, "always");
         assert_eq!(c.bind, IpAddr::from([127, 0, 0, 1]));
         assert_eq!(c.max_line_bytes, 1024);
+        assert_eq!(c.cors, Cors::Off);
+        assert_eq!(c.cors_headers, DEFAULT_CORS_HEADERS);
         Ok(())
     }
 
@@ -144,22 +236,53 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("strata.toml");
         std::fs::write(&path, "prot = 5000\n")?;
-        let err = Config::resolve(&ServeArgs {
+        let err = Config::resolve_storage(&StorageArgs {
             config: Some(path),
-            ..ServeArgs::default()
+            ..StorageArgs::default()
         })
         .err()
         .map(|e| format!("{e:#}"))
         .unwrap_or_default();
         assert!(err.contains("prot"), "{err}");
-        let err = Config::resolve(&ServeArgs {
+        let err = Config::resolve_storage(&StorageArgs {
             fsync: Some("never".into()),
-            ..ServeArgs::default()
+            ..StorageArgs::default()
         })
         .err()
         .map(|e| format!("{e:#}"))
         .unwrap_or_default();
         assert!(err.contains("fsync"), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn cors_domains_parse_and_match_case_insensitively() {
+        assert_eq!(Cors::parse(""), Cors::Off);
+        assert_eq!(Cors::parse(" , "), Cors::Off);
+        assert_eq!(Cors::parse("a.com, *"), Cors::Any);
+        let c = Cors::parse("http://a.com, https://B.org");
+        assert!(c.allows("HTTP://A.COM"));
+        assert!(c.allows("https://b.org"));
+        assert!(!c.allows("https://c.org"));
+        assert!(!Cors::Off.allows("x"));
+        assert!(Cors::Any.allows("anything"));
+    }
+
+    #[test]
+    fn offline_commands_read_storage_settings_from_the_file() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("strata.toml");
+        std::fs::write(
+            &path,
+            "data_dir = \"/from/file\"\ncors_domains = \"*\"\nport = 1\n",
+        )?;
+        let c = Config::resolve_storage(&StorageArgs {
+            config: Some(path),
+            ..StorageArgs::default()
+        })?;
+        assert_eq!(c.data_dir, PathBuf::from("/from/file"));
+        assert_eq!(c.cors, Cors::Any);
+        assert_eq!(c.fsync, "interval:100");
         Ok(())
     }
 }

@@ -1,5 +1,11 @@
 //! HTTP: a thin router over hyper that speaks OpenTSDB's API conventions (path normalisation,
-//! `/api/v1/…`, error JSON).
+//! `/api/v1/…`, error JSON, CORS), plus `/metrics` and `/api/stats`.
+//!
+//! CORS follows OpenTSDB's `tsd.http.request.cors_domains` (`shared/spec/opentsdb.md` §c.1):
+//! when it is off an `OPTIONS` request gets 405. When it is on, a request that carries an
+//! allowed `Origin` gets the `Access-Control-Allow-*` headers (and a preflight `OPTIONS` gets
+//! 200 with no body), a request from another origin gets 200 with the error body `CORS domain
+//! not allowed`, and an `OPTIONS` without `Origin` gets 405.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -7,11 +13,15 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::header::{
+    ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS, ACCESS_CONTROL_ALLOW_ORIGIN,
+    CONTENT_TYPE, HeaderValue, ORIGIN,
+};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use crate::config::Cors;
 pub(crate) use crate::server::Shared;
 use crate::version;
 
@@ -76,17 +86,113 @@ fn parse_route(path: &str) -> Route {
 }
 
 async fn route(req: Request<Incoming>, shared: &Shared) -> Resp {
+    let started = std::time::Instant::now();
+    let route = parse_route(req.uri().path());
+    let endpoint = match &route {
+        Route::Api(ep) => ep.clone(),
+        Route::Other(p) if p == "metrics" => p.clone(),
+        _ => "other".into(),
+    };
+    let origin = req
+        .headers()
+        .get(ORIGIN)
+        .and_then(|v| v.to_str().ok())
+        .filter(|o| !o.is_empty())
+        .map(str::to_owned);
+    let resp = match cors_check(&shared.config.cors, req.method(), origin.as_deref()) {
+        CorsCheck::Serve => serve_route(route, req, shared).await,
+        CorsCheck::ServeAllowed(origin) => with_cors_headers(
+            serve_route(route, req, shared).await,
+            &origin,
+            &shared.config.cors_headers,
+        ),
+        CorsCheck::Preflight(origin) => {
+            with_cors_headers(raw(200, Vec::new()), &origin, &shared.config.cors_headers)
+        }
+        CorsCheck::Reply(resp) => resp,
+    };
+    shared
+        .metrics
+        .observe_request(&endpoint, started.elapsed().as_secs_f64());
+    resp
+}
+
+/// What CORS says about a request.
+#[derive(Debug)]
+enum CorsCheck {
+    /// Not a cross-origin request (or CORS is off): serve it as it is.
+    Serve,
+    /// An allowed origin: serve it and add the CORS headers.
+    ServeAllowed(String),
+    /// A preflight from an allowed origin: 200, no body, the CORS headers.
+    Preflight(String),
+    /// Refused: send this.
+    Reply(Resp),
+}
+
+fn cors_check(cors: &Cors, method: &Method, origin: Option<&str>) -> CorsCheck {
+    let preflight = method == Method::OPTIONS;
+    if *cors == Cors::Off {
+        return if preflight {
+            CorsCheck::Reply(method_not_allowed(method))
+        } else {
+            CorsCheck::Serve
+        };
+    }
+    match origin {
+        None if preflight => CorsCheck::Reply(method_not_allowed(method)),
+        None => CorsCheck::Serve,
+        Some(o) if cors.allows(o) && preflight => CorsCheck::Preflight(o.to_owned()),
+        Some(o) if cors.allows(o) => CorsCheck::ServeAllowed(o.to_owned()),
+        // OpenTSDB answers 200 here (browsers block the response without the headers) and
+        // says why in the body.
+        Some(o) => CorsCheck::Reply(error(
+            StatusCode::OK,
+            "CORS domain not allowed",
+            &format!("The domain [{o}] is not permitted access"),
+        )),
+    }
+}
+
+fn with_cors_headers(mut resp: Resp, origin: &str, allow_headers: &str) -> Resp {
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(origin) {
+        h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, v);
+    }
+    h.insert(
+        ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, PUT, DELETE"),
+    );
+    if let Ok(v) = HeaderValue::from_str(allow_headers) {
+        h.insert(ACCESS_CONTROL_ALLOW_HEADERS, v);
+    }
+    resp
+}
+
+async fn serve_route(route: Route, req: Request<Incoming>, shared: &Shared) -> Resp {
     let method = req.method().clone();
-    match parse_route(req.uri().path()) {
+    match route {
         Route::ApiVersionTooHigh => error(
             StatusCode::NOT_IMPLEMENTED,
             "Requested API version is greater than the max implemented",
             "",
         ),
         Route::ApiVersionBad(v) => error(StatusCode::BAD_REQUEST, "Invalid API version", &v),
+        Route::Api(ep) if ep == "stats" => only(&method, &[Method::GET, Method::POST], || {
+            json_ok(&crate::stats::json_now(shared))
+        }),
         Route::Api(ep) => crate::api::dispatch(&ep, req, shared).await,
         Route::Other(p) if p == "version" => only(&method, &[Method::GET, Method::POST], || {
             text(StatusCode::OK, version::telnet_lines())
+        }),
+        Route::Other(p) if p == "metrics" => only(&method, &[Method::GET], || {
+            let body = tokio::task::block_in_place(|| shared.metrics.render(&shared.tsdb));
+            let mut resp = text(StatusCode::OK, body);
+            resp.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static(crate::metrics::Metrics::content_type()),
+            );
+            resp
         }),
         Route::Other(_) => error(StatusCode::NOT_FOUND, "Page not found", ""),
     }
@@ -246,6 +352,41 @@ mod tests {
         assert!(flag("details&x=1", "details"));
         assert!(flag("details=false", "details"));
         assert!(!flag("detailsx", "details"));
+    }
+
+    #[test]
+    fn cors_follows_opentsdb() {
+        let get = Method::GET;
+        let options = Method::OPTIONS;
+        let status = |c: CorsCheck| match c {
+            CorsCheck::Reply(r) => r.status().as_u16(),
+            CorsCheck::Serve => 1,
+            CorsCheck::ServeAllowed(_) => 2,
+            CorsCheck::Preflight(_) => 3,
+        };
+        // Off: plain requests pass, OPTIONS is not allowed.
+        assert_eq!(status(cors_check(&Cors::Off, &get, Some("http://a"))), 1);
+        assert_eq!(
+            status(cors_check(&Cors::Off, &options, Some("http://a"))),
+            405
+        );
+        let on = Cors::parse("http://a.com");
+        assert_eq!(status(cors_check(&on, &get, None)), 1);
+        assert_eq!(status(cors_check(&on, &get, Some("http://A.com"))), 2);
+        assert_eq!(status(cors_check(&on, &options, Some("http://a.com"))), 3);
+        assert_eq!(status(cors_check(&on, &options, None)), 405);
+        assert_eq!(status(cors_check(&on, &get, Some("http://b.com"))), 200);
+        assert_eq!(
+            status(cors_check(&Cors::Any, &get, Some("http://b.com"))),
+            2
+        );
+        let resp = with_cors_headers(raw(200, Vec::new()), "http://a.com", "X-A");
+        assert_eq!(resp.headers()[ACCESS_CONTROL_ALLOW_ORIGIN], "http://a.com");
+        assert_eq!(
+            resp.headers()[ACCESS_CONTROL_ALLOW_METHODS],
+            "GET, POST, PUT, DELETE"
+        );
+        assert_eq!(resp.headers()[ACCESS_CONTROL_ALLOW_HEADERS], "X-A");
     }
 
     #[test]

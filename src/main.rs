@@ -1,10 +1,13 @@
 //! The `strata` binary: command-line entry point and wiring.
 
 mod api;
+mod cli;
 mod config;
 mod http;
+mod metrics;
 mod put;
 mod server;
+mod stats;
 mod telnet;
 mod version;
 
@@ -22,42 +25,44 @@ struct Cli {
 enum Command {
     /// Runs the server: OpenTSDB telnet and HTTP on one port.
     Serve(config::ServeArgs),
+    /// Imports files in OpenTSDB's text import format (`metric timestamp value tag=v …` per
+    /// line, plain or gzip) straight into the data directory; the server must not be running
+    /// on it.
+    Import(cli::import::ImportArgs),
+    /// Prints data rows in readable form: rowkey, then each cell or compacted block.
+    Scan(cli::scan::ScanArgs),
+    /// Offline compaction: row-compacts every closed hour, flushes, and compacts the LSM fully.
+    Compact(cli::compact::CompactArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    let default_level = match cli.command {
+        Command::Serve(_) => "info",
+        // The offline tools print their own results; only problems are logged.
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
         .init();
     match cli.command {
         Command::Serve(args) => {
             let config = config::Config::resolve(&args)?;
-            let tsdb = open_tsdb(&config)?;
+            let (lock, tsdb) = cli::open_locked(&config)?;
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
-            runtime.block_on(server::serve(config, tsdb))
+            let result = runtime.block_on(server::serve(config, tsdb));
+            drop(runtime);
+            drop(lock);
+            result
         }
+        Command::Import(args) => cli::import::run(&args),
+        Command::Scan(args) => cli::scan::run(&args),
+        Command::Compact(args) => cli::compact::run(&args),
     }
-}
-
-/// Opens the storage, logging how long recovery took.
-fn open_tsdb(config: &config::Config) -> anyhow::Result<strata_tsdb::Tsdb> {
-    use anyhow::Context;
-    let started = std::time::Instant::now();
-    let mut opts = strata_tsdb::TsdbOptions::default();
-    opts.db.sync = config.fsync.parse()?;
-    let tsdb = strata_tsdb::Tsdb::open(&config.data_dir, opts)
-        .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
-    tracing::info!(
-        data_dir = %config.data_dir.display(),
-        series = tsdb.series_count(),
-        recovery_ms = started.elapsed().as_millis() as u64,
-        "database open"
-    );
-    Ok(tsdb)
 }

@@ -1,17 +1,32 @@
 //! `POST /api/put`: parse the body, store the good points, answer in OpenTSDB's shapes.
+//!
+//! With `?sync` the reply waits until the WAL is fsynced. With `?sync&sync_timeout=<ms>` (ms > 0)
+//! it waits at most that long: when the write has not finished by then the reply is a 400, as
+//! in OpenTSDB, and the write carries on in the background (`shared/spec/opentsdb.md` §c.2).
+
+use std::time::Duration;
 
 use hyper::Request;
 use hyper::body::Incoming;
-use strata_ingest::{DatapointEcho, Num, PutFailure, PutResponse, ReplyMode, parse_put_body};
-use strata_tsdb::{ErrorKind, PointRef, Value};
+use serde_json::json;
+use strata_ingest::{
+    DatapointEcho, Num, PutError, PutFailure, PutResponse, ReplyMode, is_millis, parse_put_body,
+};
+use strata_tsdb::{ErrorKind, Point, PointRef, Value};
 
-use crate::http::{Resp, Shared, flag, raw};
+use crate::http::{Resp, Shared, flag, query_param, raw};
+use crate::metrics::{http_failure_reason, tsdb_error_reason};
 
 /// Handles one `/api/put` request.
 pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Resp {
     let query = req.uri().query().unwrap_or("").to_string();
     let mode = ReplyMode::from_flags(flag(&query, "summary"), flag(&query, "details"));
     let sync = flag(&query, "sync");
+    // OpenTSDB ignores a zero or unparsable timeout (waits for as long as it takes).
+    let sync_timeout = query_param(&query, "sync_timeout")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&ms| sync && ms > 0)
+        .map(Duration::from_millis);
     let decoded = match crate::http::read_body(req, shared).await {
         Ok(body) => body,
         Err(resp) => return resp,
@@ -20,16 +35,33 @@ pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Resp {
         Ok(p) => p,
         Err(e) => return raw(e.status(), e.to_json()),
     };
+    let counters = &shared.metrics.http;
+    counters.received.inc_by(parsed.total() as u64);
+    for f in parsed.failures() {
+        counters.rejected(http_failure_reason(&f.error));
+    }
     let ingest_points: Vec<_> = parsed.points().collect();
     let points: Vec<PointRef<'_>> = ingest_points.iter().map(to_tsdb).collect();
     let tsdb = shared.tsdb.clone();
-    let results = tokio::task::block_in_place(|| {
-        if sync {
-            tsdb.write_sync(&points)
-        } else {
-            tsdb.write(&points)
+    let results = match sync_timeout {
+        Some(timeout) => {
+            let owned: Vec<Point> = points.iter().map(to_owned).collect();
+            match write_sync_within(tsdb, owned, timeout).await {
+                Ok(results) => results,
+                Err(WriteTimedOut) => {
+                    shared.metrics.put_sync_timeouts.inc();
+                    return timed_out(mode, parsed.failures(), points.len() as u64);
+                }
+            }
         }
-    });
+        None => tokio::task::block_in_place(|| {
+            if sync {
+                tsdb.write_sync(&points)
+            } else {
+                tsdb.write(&points)
+            }
+        }),
+    };
     let mut invalid: Vec<PutFailure> = parsed.failures().to_vec();
     let mut storage = Vec::new();
     let mut success = 0u64;
@@ -37,6 +69,7 @@ pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Resp {
         match r {
             Ok(()) => success += 1,
             Err(e) => {
+                counters.rejected(tsdb_error_reason(&e));
                 let failure = PutFailure {
                     index: i,
                     datapoint: echo(p),
@@ -50,8 +83,68 @@ pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Resp {
             }
         }
     }
+    counters.stored.inc_by(success);
     let resp = PutResponse::build(mode, success, &invalid, &storage);
     raw(resp.status, resp.body)
+}
+
+/// The write did not finish within `sync_timeout`.
+#[derive(Debug)]
+struct WriteTimedOut;
+
+/// Writes `points` with an fsync on a blocking thread and waits for at most `timeout`. On
+/// timeout the write is not cancelled: it finishes in the background, as OpenTSDB's queued
+/// puts do.
+async fn write_sync_within(
+    tsdb: strata_tsdb::Tsdb,
+    points: Vec<Point>,
+    timeout: Duration,
+) -> Result<Vec<strata_tsdb::Result<()>>, WriteTimedOut> {
+    let n = points.len();
+    let task = tokio::task::spawn_blocking(move || {
+        let refs: Vec<PointRef<'_, String>> = points.iter().map(Point::as_ref).collect();
+        tsdb.write_sync(&refs)
+    });
+    match tokio::time::timeout(timeout, task).await {
+        Ok(Ok(results)) => Ok(results),
+        // The write panicked: report every point as a storage failure.
+        Ok(Err(join)) => Ok((0..n)
+            .map(|_| {
+                Err(strata_tsdb::Error::Engine(strata_engine::Error::Io {
+                    context: "writing a put batch".into(),
+                    source: std::io::Error::other(join.to_string()),
+                }))
+            })
+            .collect()),
+        Err(_) => Err(WriteTimedOut),
+    }
+}
+
+/// OpenTSDB's reply when `sync_timeout` expires: 400, with the counts object (plus
+/// `"timeouts"`) when `summary` or `details` was asked for, else an error. Points that failed
+/// parsing count as failed; every point sent to storage counts as timed out.
+fn timed_out(mode: ReplyMode, failures: &[PutFailure], timeouts: u64) -> Resp {
+    let failed = failures.len() as u64;
+    match mode {
+        ReplyMode::Plain => crate::http::error(
+            hyper::StatusCode::BAD_REQUEST,
+            &format!(
+                "The put call has timedout with 0 successful writes, {failed} failed writes \
+                 and {timeouts} timed out writes."
+            ),
+            "Please see the TSD logs or append \"details\" to the put request",
+        ),
+        ReplyMode::Summary | ReplyMode::Details => {
+            let mut body = json!({ "success": 0, "failed": failed, "timeouts": timeouts });
+            if mode == ReplyMode::Details {
+                body["errors"] = failures
+                    .iter()
+                    .map(|f| json!({ "datapoint": f.datapoint, "error": f.error }))
+                    .collect();
+            }
+            crate::http::json(hyper::StatusCode::BAD_REQUEST, &body)
+        }
+    }
 }
 
 fn echo(p: &PointRef<'_>) -> DatapointEcho {
@@ -71,15 +164,147 @@ fn echo(p: &PointRef<'_>) -> DatapointEcho {
     }
 }
 
+fn to_owned(p: &PointRef<'_>) -> Point {
+    Point {
+        metric: p.metric.to_string(),
+        tags: p
+            .tags
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        timestamp: p.timestamp,
+        value: p.value,
+    }
+}
+
+/// Refuses a point whose timestamp the storage layer would misread.
+///
+/// The storage API tells seconds from milliseconds by magnitude (`<= 0xFFFFFFFF` is seconds),
+/// so a millisecond instant before 1970-02-19T17:02:47.296Z that is not a whole second cannot
+/// be handed to it. Only a telnet `sec.frac` timestamp with a small seconds part produces one
+/// (`put m 5.5 …` is 5 500 ms); OpenTSDB would store it 50 years off, Strata refuses it.
+/// Whole seconds (`5.000`) are fine: [`to_tsdb`] passes them as seconds.
+#[inline]
+pub(crate) fn check_units(
+    p: strata_ingest::PointRef<'_>,
+) -> Result<strata_ingest::PointRef<'_>, PutError> {
+    if p.millis && !is_millis(p.timestamp) && p.timestamp % 1000 != 0 {
+        return Err(PutError::InvalidNumber(format!(
+            "A fraction of a second needs a time after 1970-02-19T17:02:47Z: {}.{:03}",
+            p.timestamp / 1000,
+            p.timestamp % 1000
+        )));
+    }
+    Ok(p)
+}
+
 /// The storage layer's view of a parsed point; borrows everything.
 pub(crate) fn to_tsdb<'a>(p: &'a strata_ingest::PointRef<'a>) -> PointRef<'a> {
+    // A small millisecond value would be read as seconds; [`check_units`] let only whole
+    // seconds through, so dividing is exact.
+    let timestamp = if p.millis && !is_millis(p.timestamp) {
+        p.timestamp / 1000
+    } else {
+        p.timestamp
+    };
     PointRef {
         metric: p.metric,
         tags: p.tags.as_slice(),
-        timestamp: p.timestamp,
+        timestamp,
         value: match p.value {
             Num::Int(i) => Value::Int(i),
             Num::Float(f) => Value::Float(f),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_ingest::{ParseConfig, parse_put_line};
+
+    use super::*;
+
+    fn ts_of(line: &str) -> Result<i64, String> {
+        let cfg = ParseConfig::new();
+        let p = parse_put_line(line.as_bytes(), &cfg)
+            .and_then(check_units)
+            .map_err(|e| e.to_string())?;
+        Ok(to_tsdb(&p).timestamp)
+    }
+
+    #[test]
+    fn sec_frac_timestamps_reach_storage_as_the_same_instant() {
+        // Large seconds with a fraction: milliseconds, above the magnitude threshold.
+        assert_eq!(ts_of("put m 1364410924.5 1 h=a"), Ok(1_364_410_924_500));
+        assert_eq!(ts_of("put m 1364410924.250 1 h=a"), Ok(1_364_410_924_250));
+        // Plain seconds and milliseconds pass through.
+        assert_eq!(ts_of("put m 1364410924 1 h=a"), Ok(1_364_410_924));
+        assert_eq!(ts_of("put m 1364410924000 1 h=a"), Ok(1_364_410_924_000));
+        // Small seconds with a zero fraction stay seconds instead of becoming 5000 s.
+        assert_eq!(ts_of("put m 5.000 1 h=a"), Ok(5));
+        assert_eq!(ts_of("put m 5. 1 h=a"), Ok(5));
+        // A real fraction of a small second cannot be stored: refused, not moved.
+        let err = ts_of("put m 5.5 1 h=a").unwrap_err();
+        assert_eq!(
+            err,
+            "put: invalid value: A fraction of a second needs a time after \
+             1970-02-19T17:02:47Z: 5.500"
+        );
+        // Right at the threshold: 4294967.296 s is 0x1_0000_0000 ms, which reads as ms.
+        assert_eq!(ts_of("put m 4294967.296 1 h=a"), Ok(4_294_967_296));
+        assert!(ts_of("put m 4294967.295 1 h=a").is_err());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sync_timeout_answers_before_a_slow_write_finishes() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
+        let point = |i: i64| Point {
+            metric: "m".into(),
+            tags: vec![("h".into(), "a".into())],
+            timestamp: 1_356_998_400 + i,
+            value: Value::Int(i),
+        };
+        // A generous timeout: the write finishes and every point is acknowledged.
+        let results = write_sync_within(tsdb.clone(), vec![point(0)], Duration::from_secs(30))
+            .await
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        assert_eq!(results.len(), 1);
+        assert!(results[0].is_ok());
+        // A 1 ms timeout on 200k points: the reply comes first.
+        let many: Vec<Point> = (0..200_000).map(point).collect();
+        let started = std::time::Instant::now();
+        let r = write_sync_within(tsdb.clone(), many, Duration::from_millis(1)).await;
+        assert!(r.is_err(), "the write finished within 1 ms");
+        assert!(started.elapsed() < Duration::from_secs(1));
+        Ok(())
+    }
+
+    #[test]
+    fn timeout_replies_match_opentsdb() -> anyhow::Result<()> {
+        use http_body_util::BodyExt;
+        let body = |r: Resp| -> anyhow::Result<(u16, serde_json::Value)> {
+            let status = r.status().as_u16();
+            let bytes = futures_block(r.into_body().collect())??.to_bytes();
+            Ok((status, serde_json::from_slice(&bytes)?))
+        };
+        let (status, v) = body(timed_out(ReplyMode::Plain, &[], 3))?;
+        assert_eq!(status, 400);
+        assert_eq!(
+            v["error"]["message"],
+            "The put call has timedout with 0 successful writes, 0 failed writes and 3 timed \
+             out writes."
+        );
+        let (status, v) = body(timed_out(ReplyMode::Summary, &[], 3))?;
+        assert_eq!(status, 400);
+        assert_eq!(v, json!({ "success": 0, "failed": 0, "timeouts": 3 }));
+        Ok(())
+    }
+
+    /// Polls a future that never waits (a full body) to completion.
+    fn futures_block<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
+        Ok(tokio::runtime::Builder::new_current_thread()
+            .build()?
+            .block_on(f))
     }
 }

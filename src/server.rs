@@ -11,6 +11,7 @@ use tokio::sync::{Semaphore, watch};
 use tracing::{debug, info, warn};
 
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::{http, telnet};
 
 /// State shared by every connection.
@@ -23,6 +24,10 @@ pub(crate) struct Shared {
     pub(crate) parse: strata_ingest::ParseConfig,
     /// Flips to true when the server starts shutting down.
     pub(crate) shutdown: watch::Receiver<bool>,
+    /// Prometheus counters, shown at `/metrics` and in `/api/stats`.
+    pub(crate) metrics: Metrics,
+    /// The host name `/api/stats` and telnet `stats` tag their records with.
+    pub(crate) host: String,
 }
 
 /// Serves until SIGINT or SIGTERM, then stops accepting, lets connections finish, and returns.
@@ -44,6 +49,8 @@ pub(crate) async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Re
         tsdb: tsdb.clone(),
         parse,
         shutdown: stop_rx,
+        metrics: Metrics::new().context("registering metrics")?,
+        host: crate::stats::hostname(),
     });
     // Row compaction runs in the background, in small paced passes (compat exception 13).
     let rowcompactor = tsdb
@@ -65,11 +72,15 @@ pub(crate) async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Re
                 };
                 let Ok(permit) = limit.clone().try_acquire_owned() else {
                     warn!(%peer, "connection limit reached; refusing connection");
+                    shared.metrics.connections_refused.inc();
                     tasks.spawn(refuse(stream));
                     continue;
                 };
                 let shared = shared.clone();
                 tasks.spawn(async move {
+                    shared.metrics.connections_open.inc();
+                    let open = shared.metrics.connections_open.clone();
+                    let _open = scopeguard(move || open.dec());
                     if let Err(e) = handle(stream, shared).await {
                         debug!(%peer, error = %e, "connection ended with an error");
                     }
@@ -107,11 +118,34 @@ async fn handle(stream: TcpStream, shared: Arc<Shared>) -> anyhow::Result<()> {
         // A probe that opened and closed the connection.
         return Ok(());
     }
-    if first[0].is_ascii_uppercase() {
+    let protocol = if first[0].is_ascii_uppercase() {
+        crate::metrics::HTTP
+    } else {
+        crate::metrics::TELNET
+    };
+    shared
+        .metrics
+        .connections
+        .with_label_values(&[protocol])
+        .inc();
+    if protocol == crate::metrics::HTTP {
         http::serve_connection(stream, shared).await
     } else {
         telnet::serve_connection(stream, shared).await
     }
+}
+
+/// Runs `f` when dropped, so a count is undone however a task ends.
+fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
 }
 
 /// Waits for SIGINT or SIGTERM. The handlers are installed when this is called, not when the

@@ -88,6 +88,10 @@ impl Session {
         write: &mut OwnedWriteHalf,
     ) -> anyhow::Result<bool> {
         let mut open = true;
+        self.shared
+            .metrics
+            .telnet_commands
+            .inc_by(lines.len() as u64);
         for line in lines {
             match parse_command(line) {
                 Command::Put(_) => {
@@ -103,7 +107,9 @@ impl Session {
                             open = false;
                             break;
                         }
-                        Command::Stats => self.reply.push_str(&stats_lines(&self.shared)),
+                        Command::Stats => {
+                            self.reply.push_str(&crate::stats::lines_now(&self.shared))
+                        }
                         Command::DropCaches => self.reply.push_str("Caches dropped.\n"),
                         // Shutting the server down from a socket is disabled, as with
                         // OpenTSDB's `tsd.no_diediedie`.
@@ -132,11 +138,14 @@ impl Session {
             return;
         }
         let cfg = &self.shared.parse;
+        let counters = &self.shared.metrics.telnet;
+        counters.received.inc_by(self.puts.len() as u64);
         let mut parsed = Vec::with_capacity(self.puts.len());
         for line in &self.puts {
-            match parse_put_line(line, cfg) {
+            match parse_put_line(line, cfg).and_then(crate::put::check_units) {
                 Ok(p) => parsed.push(p),
                 Err(e) => {
+                    counters.rejected(crate::metrics::put_error_reason(&e));
                     self.reply.push_str(&e.to_string());
                     self.reply.push('\n');
                 }
@@ -144,8 +153,10 @@ impl Session {
         }
         let points: Vec<PointRef<'_>> = parsed.iter().map(crate::put::to_tsdb).collect();
         let results = tokio::task::block_in_place(|| self.shared.tsdb.write(&points));
+        let mut stored = 0;
         for r in results {
             if let Err(e) = r {
+                counters.rejected(crate::metrics::tsdb_error_reason(&e));
                 let prefix = match e.kind() {
                     ErrorKind::Client => "put: illegal argument: ",
                     ErrorKind::NotFound => "put: unknown metric: ",
@@ -154,34 +165,13 @@ impl Session {
                 self.reply.push_str(prefix);
                 self.reply.push_str(&e.to_string());
                 self.reply.push('\n');
+            } else {
+                stored += 1;
             }
         }
+        counters.stored.inc_by(stored);
         drop(points);
         drop(parsed);
         self.puts.clear();
     }
-}
-
-/// The telnet `stats` reply: `tsd.<name> <epoch-sec> <value> host=<host>` lines.
-fn stats_lines(shared: &Shared) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let s = shared.tsdb.stats();
-    let mut out = String::new();
-    for (name, value) in [
-        ("datapoints.added", s.points_written),
-        ("uid.cache-size type=metrics", s.uids_assigned_metrics),
-        ("series.count", s.series_count),
-    ] {
-        let (name, extra) = name.split_once(' ').map_or((name, ""), |(n, e)| (n, e));
-        out.push_str(&format!("tsd.{name} {now} {value} host=strata"));
-        if !extra.is_empty() {
-            out.push(' ');
-            out.push_str(extra);
-        }
-        out.push('\n');
-    }
-    out
 }

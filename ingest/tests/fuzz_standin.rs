@@ -1,0 +1,237 @@
+//! A stable-toolchain stand-in for the cargo-fuzz targets in `fuzz/`: bounded proptest runs
+//! that feed arbitrary bytes, and mutations of valid lines and bodies, to every parser of the
+//! write protocols. Nothing may panic; results must keep the parsers' promises. The case
+//! counts keep the whole file to a few seconds.
+
+use std::io::Write as _;
+
+use bytes::BytesMut;
+use proptest::prelude::*;
+use strata_ingest::{
+    Command, LineSplitter, ParseConfig, decode_body, parse_command, parse_put_body, parse_put_line,
+};
+
+/// Cases per property: enough to cover each mutation kind many times, small enough for CI.
+const CASES: u32 = 256;
+
+const VALID_LINES: &[&str] = &[
+    "put sys.cpu.user 1356998400 42.5 host=web01 cpu=0",
+    "put sys.cpu.user 1356998400123 -7 host=web01\r\n",
+    "put m 1364410924.250 1e3 a=b c=d e=f",
+    "put  m  1 2  h=a ",
+    "put net.bytes 1700000000 9223372036854775807 dc=eu-1 rack=r/12",
+    "put m 1 NaN h=a",
+    "version",
+    "stats\n",
+];
+
+const VALID_BODIES: &[&str] = &[
+    r#"{"metric":"sys.mem","timestamp":1356998400,"value":"12.5","tags":{"host":"a"}}"#,
+    r#"[{"metric":"m","timestamp":1356998400123,"value":1,"tags":{"h":"a","x":"y"}},
+        {"metric":"m","timestamp":"1356998401","value":-2.5e3,"tags":{"h":"b"}}]"#,
+    r#"[{"metric":"m","timestamp":1.5,"value":NaN,"tags":{"h":null}},{"unknown":[1,{"a":2}]}]"#,
+];
+
+/// One edit of a byte string.
+#[derive(Debug, Clone)]
+enum Mutation {
+    Flip { at: usize, bit: u8 },
+    Insert { at: usize, byte: u8 },
+    Delete { at: usize },
+    Truncate { at: usize },
+    Duplicate { at: usize, len: usize },
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    prop_oneof![
+        (any::<usize>(), 0u8..8).prop_map(|(at, bit)| Mutation::Flip { at, bit }),
+        (any::<usize>(), any::<u8>()).prop_map(|(at, byte)| Mutation::Insert { at, byte }),
+        // Structural bytes are the interesting ones to insert.
+        (
+            any::<usize>(),
+            prop::sample::select(b" =.\r\n\"{}[],:\\-+eE0".to_vec())
+        )
+            .prop_map(|(at, byte)| Mutation::Insert { at, byte }),
+        any::<usize>().prop_map(|at| Mutation::Delete { at }),
+        any::<usize>().prop_map(|at| Mutation::Truncate { at }),
+        (any::<usize>(), 1usize..16).prop_map(|(at, len)| Mutation::Duplicate { at, len }),
+    ]
+}
+
+fn apply(mut data: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
+    for m in mutations {
+        let n = data.len();
+        match *m {
+            Mutation::Flip { at, bit } if n > 0 => data[at % n] ^= 1 << bit,
+            Mutation::Insert { at, byte } => data.insert(at % (n + 1), byte),
+            Mutation::Delete { at } if n > 0 => {
+                data.remove(at % n);
+            }
+            Mutation::Truncate { at } => data.truncate(at % (n + 1)),
+            Mutation::Duplicate { at, len } if n > 0 => {
+                let start = at % n;
+                let end = (start + len).min(n);
+                let copy = data[start..end].to_vec();
+                data.splice(end..end, copy);
+            }
+            _ => {}
+        }
+    }
+    data
+}
+
+/// Runs the telnet path over `data` as one line and checks what a parsed point promises.
+fn check_line(data: &[u8]) {
+    let cfg = ParseConfig::new();
+    let _ = parse_command(data);
+    // parse_put_line ignores the first token, so feed it both as is and behind `put `.
+    let mut prefixed = b"put ".to_vec();
+    prefixed.extend_from_slice(data);
+    for line in [data, &prefixed[..]] {
+        match parse_put_line(line, &cfg) {
+            Ok(p) => {
+                assert!(!p.metric.is_empty());
+                assert!(!p.tags.is_empty());
+                assert!(p.timestamp > 0);
+                assert!(p.tags.len() <= cfg.max_tags());
+            }
+            // An error must render as a reply line.
+            Err(e) => assert!(e.to_string().starts_with("put: "), "{e}"),
+        }
+        if let Command::Unknown(tok) = parse_command(line) {
+            assert!(line.starts_with(tok));
+        }
+    }
+}
+
+/// Runs the HTTP path over `body` and checks the counts add up.
+fn check_body(body: &[u8], gzip: bool) {
+    let decoded = match decode_body(body, gzip, 1 << 20) {
+        Ok(d) => d,
+        Err(e) => {
+            assert!(matches!(e.status(), 400 | 413));
+            return;
+        }
+    };
+    match parse_put_body(&decoded, &ParseConfig::new()) {
+        Ok(parsed) => {
+            assert_eq!(
+                parsed.good_count() + parsed.failures().len(),
+                parsed.total()
+            );
+            assert_eq!(parsed.points().count(), parsed.good_count());
+        }
+        Err(e) => {
+            assert!(matches!(e.status(), 400 | 413));
+            assert!(!e.to_json().is_empty());
+        }
+    }
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(data).expect("writing to a Vec");
+    enc.finish().expect("finishing a Vec")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_line_parsers(
+        data in prop::collection::vec(any::<u8>(), 0..512),
+    ) {
+        check_line(&data);
+    }
+
+    #[test]
+    fn mutated_put_lines_never_panic(
+        base in prop::sample::select(VALID_LINES),
+        mutations in prop::collection::vec(mutation(), 1..6),
+    ) {
+        check_line(&apply(base.as_bytes().to_vec(), &mutations));
+    }
+
+    #[test]
+    fn line_splitter_survives_any_stream_and_chunking(
+        data in prop::collection::vec(
+            prop_oneof![any::<u8>(), Just(b'\n'), Just(b'\r')], 0..600),
+        cuts in prop::collection::vec(any::<usize>(), 0..8),
+        max in 0usize..64,
+    ) {
+        let mut splitter = LineSplitter::new(max);
+        let mut buf = BytesMut::new();
+        let mut points: Vec<usize> = cuts.iter().map(|c| c % (data.len() + 1)).collect();
+        points.push(data.len());
+        points.sort_unstable();
+        let mut from = 0;
+        let mut consumed = 0;
+        let mut failed = false;
+        'reads: for to in points {
+            buf.extend_from_slice(&data[from..to]);
+            from = to;
+            loop {
+                match splitter.next_line(&mut buf) {
+                    Ok(Some(line)) => {
+                        prop_assert!(line.len() <= max);
+                        prop_assert!(!line.contains(&b'\n'));
+                        consumed += 1;
+                        check_line(&line);
+                    }
+                    Ok(None) => break,
+                    Err(_) => {
+                        failed = true;
+                        break 'reads;
+                    }
+                }
+            }
+        }
+        if !failed && let Ok(Some(line)) = splitter.finish(&mut buf) {
+            prop_assert!(line.len() <= max);
+            consumed += 1;
+        }
+        prop_assert!(consumed <= data.len() + 1);
+    }
+
+    #[test]
+    fn arbitrary_bodies_never_panic_the_put_parser(
+        data in prop::collection::vec(any::<u8>(), 0..512),
+        gz in any::<bool>(),
+    ) {
+        check_body(&data, gz);
+        // The same bytes, validly gzipped.
+        check_body(&gzip(&data), true);
+    }
+
+    #[test]
+    fn mutated_put_bodies_never_panic(
+        base in prop::sample::select(VALID_BODIES),
+        mutations in prop::collection::vec(mutation(), 1..6),
+        gz in any::<bool>(),
+    ) {
+        let body = apply(base.as_bytes().to_vec(), &mutations);
+        check_body(&body, false);
+        if gz {
+            check_body(&gzip(&body), true);
+            // A corrupted gzip stream must be an error, not a panic.
+            check_body(&apply(gzip(base.as_bytes()), &mutations), true);
+        }
+    }
+}
+
+#[test]
+fn hostile_shapes_are_errors_not_crashes() {
+    // Deep nesting, a huge number token, and a gzip bomb past the limit.
+    check_body("[".repeat(100_000).as_bytes(), false);
+    check_body(
+        format!("[{{\"x\":{}}}]", "9".repeat(100_000)).as_bytes(),
+        false,
+    );
+    let bomb = gzip(&vec![b' '; 4 << 20]);
+    assert_eq!(
+        decode_body(&bomb, true, 1 << 20).err().map(|e| e.status()),
+        Some(413)
+    );
+    check_line(&vec![b'9'; 100_000]);
+    check_line(b"put m 99999999999999999999999.9 1 h=a");
+}

@@ -1,0 +1,656 @@
+//! Self-monitoring: the Prometheus registry behind `/metrics`.
+//!
+//! Ingest counters (points received, stored and rejected by reason, per protocol), connection
+//! counts and per-endpoint HTTP latency are counted as they happen. The engine's and the tsdb
+//! layer's own counters (`EngineStats`, `TsdbStats`) are copied into gauges when `/metrics` is
+//! scraped, so the storage crates stay free of Prometheus. Names carry their unit
+//! (`_bytes`, `_seconds`, `_total`).
+
+use prometheus::{
+    Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+use strata_ingest::{PointError, PutError};
+
+/// The protocol label of telnet ingest.
+pub(crate) const TELNET: &str = "telnet";
+/// The protocol label of HTTP ingest.
+pub(crate) const HTTP: &str = "http";
+
+/// Why a point was rejected: the values of the `reason` label.
+pub(crate) mod reason {
+    /// The line or object had the wrong shape (too few tokens, not UTF-8).
+    pub(crate) const BAD_SYNTAX: &str = "bad_syntax";
+    /// An empty metric, tag key or tag value, or one with an illegal character.
+    pub(crate) const BAD_NAME: &str = "bad_name";
+    /// A missing, non-positive, malformed or out-of-range timestamp.
+    pub(crate) const BAD_TIMESTAMP: &str = "bad_timestamp";
+    /// A missing or malformed value, or NaN/infinity.
+    pub(crate) const BAD_VALUE: &str = "bad_value";
+    /// No tag, too many tags, a malformed or duplicate tag.
+    pub(crate) const BAD_TAGS: &str = "bad_tags";
+    /// A name with no UID while auto-creation is off.
+    pub(crate) const UNKNOWN_NAME: &str = "unknown_name";
+    /// The storage engine failed to commit the point.
+    pub(crate) const STORAGE: &str = "storage";
+    /// Anything else.
+    pub(crate) const OTHER: &str = "other";
+    /// Every reason, for exporting zeros and for `/api/stats`.
+    pub(crate) const ALL: [&str; 8] = [
+        BAD_SYNTAX,
+        BAD_NAME,
+        BAD_TIMESTAMP,
+        BAD_VALUE,
+        BAD_TAGS,
+        UNKNOWN_NAME,
+        STORAGE,
+        OTHER,
+    ];
+}
+
+/// The HTTP endpoints latency is recorded for; anything else is `other`.
+pub(crate) const ENDPOINTS: [&str; 14] = [
+    "put",
+    "query",
+    "query/last",
+    "suggest",
+    "stats",
+    "version",
+    "aggregators",
+    "config/filters",
+    "dropcaches",
+    "admin/compact",
+    "search/lookup",
+    "uid/assign",
+    "metrics",
+    "other",
+];
+
+/// Upper bounds of the request latency histogram, in seconds: 100 µs to about 26 s, doubling.
+/// Puts take well under a millisecond; large queries and `admin/compact` take seconds.
+fn latency_buckets() -> Vec<f64> {
+    (0..19).map(|i| 1e-4 * f64::from(1u32 << i)).collect()
+}
+
+/// Ingest counters of one protocol, resolved once so the hot path does no label lookups.
+#[derive(Clone)]
+pub(crate) struct ProtocolCounters {
+    /// Points received (parsed or not).
+    pub(crate) received: IntCounter,
+    /// Points stored.
+    pub(crate) stored: IntCounter,
+    protocol: &'static str,
+    rejected: IntCounterVec,
+}
+
+impl ProtocolCounters {
+    /// Counts one rejected point.
+    pub(crate) fn rejected(&self, reason: &str) {
+        self.rejected
+            .with_label_values(&[self.protocol, reason])
+            .inc();
+    }
+}
+
+/// The registry and every metric in it.
+pub(crate) struct Metrics {
+    registry: Registry,
+    /// Telnet ingest counters.
+    pub(crate) telnet: ProtocolCounters,
+    /// HTTP `/api/put` ingest counters.
+    pub(crate) http: ProtocolCounters,
+    rejected: IntCounterVec,
+    /// Connections open now.
+    pub(crate) connections_open: IntGauge,
+    /// Connections accepted, by protocol.
+    pub(crate) connections: IntCounterVec,
+    /// Connections refused because `max_connections` were open.
+    pub(crate) connections_refused: IntCounter,
+    /// Telnet commands received (put lines included).
+    pub(crate) telnet_commands: IntCounter,
+    /// `/api/put?sync&sync_timeout` requests answered before the write was durable.
+    pub(crate) put_sync_timeouts: IntCounter,
+    /// HTTP request latency by endpoint.
+    pub(crate) request_duration: HistogramVec,
+    engine: EngineGauges,
+    tsdb: TsdbGauges,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+/// Gauges that mirror `EngineStats` at scrape time.
+struct EngineGauges {
+    memtable_bytes: IntGauge,
+    frozen_memtables: IntGauge,
+    level_files: IntGaugeVec,
+    level_bytes: IntGaugeVec,
+    write_stalls: IntGauge,
+    write_stall_seconds: Gauge,
+    flushes: IntGauge,
+    flush_seconds: Gauge,
+    compactions: IntGauge,
+    compaction_seconds: Gauge,
+    compaction_written_bytes: IntGauge,
+    cache_hits: IntGauge,
+    cache_misses: IntGauge,
+    cache_bytes: IntGauge,
+    wal_bytes: IntGauge,
+    wal_syncs: IntGauge,
+    batches_written: IntGauge,
+}
+
+/// Gauges that mirror `TsdbStats` at scrape time.
+struct TsdbGauges {
+    points_written: IntGauge,
+    write_batches: IntGauge,
+    points_rejected: IntGaugeVec,
+    uids_assigned: IntGaugeVec,
+    series_created: IntGauge,
+    series: IntGauge,
+    points_read: IntGauge,
+    rows_read: IntGauge,
+    rows_compacted: IntGauge,
+    rowcompact_cells_folded: IntGauge,
+    rowcompact_failures: IntGauge,
+}
+
+/// Builds and registers metrics, remembering the first registration error.
+struct Builder<'r> {
+    registry: &'r Registry,
+}
+
+impl Builder<'_> {
+    fn register<C: prometheus::core::Collector + Clone + 'static>(
+        &self,
+        c: prometheus::Result<C>,
+    ) -> prometheus::Result<C> {
+        let c = c?;
+        self.registry.register(Box::new(c.clone()))?;
+        Ok(c)
+    }
+
+    fn counter(&self, name: &str, help: &str) -> prometheus::Result<IntCounter> {
+        self.register(IntCounter::new(name, help))
+    }
+
+    fn counter_vec(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+    ) -> prometheus::Result<IntCounterVec> {
+        self.register(IntCounterVec::new(Opts::new(name, help), labels))
+    }
+
+    fn gauge(&self, name: &str, help: &str) -> prometheus::Result<IntGauge> {
+        self.register(IntGauge::new(name, help))
+    }
+
+    fn gauge_f(&self, name: &str, help: &str) -> prometheus::Result<Gauge> {
+        self.register(Gauge::new(name, help))
+    }
+
+    fn gauge_vec(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+    ) -> prometheus::Result<IntGaugeVec> {
+        self.register(IntGaugeVec::new(Opts::new(name, help), labels))
+    }
+}
+
+impl Metrics {
+    /// Creates the registry with every metric registered and every label set that is known up
+    /// front exported at zero.
+    pub(crate) fn new() -> prometheus::Result<Metrics> {
+        let registry = Registry::new();
+        let b = Builder {
+            registry: &registry,
+        };
+        let received = b.counter_vec(
+            "strata_points_received_total",
+            "Data points received, by protocol (before validation).",
+            &["protocol"],
+        )?;
+        let stored = b.counter_vec(
+            "strata_points_stored_total",
+            "Data points stored, by protocol.",
+            &["protocol"],
+        )?;
+        let rejected = b.counter_vec(
+            "strata_points_rejected_total",
+            "Data points rejected, by protocol and reason.",
+            &["protocol", "reason"],
+        )?;
+        let protocol = |p: &'static str| ProtocolCounters {
+            received: received.with_label_values(&[p]),
+            stored: stored.with_label_values(&[p]),
+            protocol: p,
+            rejected: rejected.clone(),
+        };
+        let connections = b.counter_vec(
+            "strata_connections_total",
+            "Connections accepted, by protocol.",
+            &["protocol"],
+        )?;
+        for p in [TELNET, HTTP] {
+            connections.with_label_values(&[p]);
+            for r in reason::ALL {
+                rejected.with_label_values(&[p, r]);
+            }
+        }
+        let request_duration = b.register(HistogramVec::new(
+            HistogramOpts::new(
+                "strata_http_request_duration_seconds",
+                "HTTP request latency, by endpoint.",
+            )
+            .buckets(latency_buckets()),
+            &["endpoint"],
+        ))?;
+        let engine = EngineGauges {
+            memtable_bytes: b.gauge(
+                "strata_engine_memtable_bytes",
+                "Bytes held by the active and frozen memtables.",
+            )?,
+            frozen_memtables: b.gauge(
+                "strata_engine_frozen_memtables",
+                "Frozen memtables waiting to be flushed.",
+            )?,
+            level_files: b.gauge_vec(
+                "strata_engine_level_files",
+                "SST files per LSM level.",
+                &["level"],
+            )?,
+            level_bytes: b.gauge_vec(
+                "strata_engine_level_bytes",
+                "SST bytes per LSM level.",
+                &["level"],
+            )?,
+            write_stalls: b.gauge("strata_engine_write_stalls", "Times a writer stalled.")?,
+            write_stall_seconds: b.gauge_f(
+                "strata_engine_write_stall_seconds",
+                "Total time writers spent stalled.",
+            )?,
+            flushes: b.gauge("strata_engine_flushes", "Memtable flushes completed.")?,
+            flush_seconds: b
+                .gauge_f("strata_engine_flush_seconds", "Total time spent flushing.")?,
+            compactions: b.gauge("strata_engine_compactions", "Compactions completed.")?,
+            compaction_seconds: b.gauge_f(
+                "strata_engine_compaction_seconds",
+                "Total time spent compacting.",
+            )?,
+            compaction_written_bytes: b.gauge(
+                "strata_engine_compaction_written_bytes",
+                "Bytes written by compactions.",
+            )?,
+            cache_hits: b.gauge("strata_engine_cache_hits", "Block cache hits.")?,
+            cache_misses: b.gauge("strata_engine_cache_misses", "Block cache misses.")?,
+            cache_bytes: b.gauge(
+                "strata_engine_cache_bytes",
+                "Bytes held by the block cache.",
+            )?,
+            wal_bytes: b.gauge("strata_engine_wal_bytes", "Bytes appended to the WAL.")?,
+            wal_syncs: b.gauge("strata_engine_wal_syncs", "WAL fsyncs.")?,
+            batches_written: b
+                .gauge("strata_engine_batches_written", "Write batches committed.")?,
+        };
+        let tsdb = TsdbGauges {
+            points_written: b.gauge(
+                "strata_tsdb_points_written",
+                "Points stored by the tsdb layer.",
+            )?,
+            write_batches: b.gauge(
+                "strata_tsdb_write_batches",
+                "Write batches committed by the tsdb layer.",
+            )?,
+            points_rejected: b.gauge_vec(
+                "strata_tsdb_points_rejected",
+                "Points the tsdb layer rejected, by reason.",
+                &["reason"],
+            )?,
+            uids_assigned: b.gauge_vec(
+                "strata_tsdb_uids_assigned",
+                "UIDs assigned since start, by kind.",
+                &["kind"],
+            )?,
+            series_created: b.gauge("strata_tsdb_series_created", "Series created since start.")?,
+            series: b.gauge("strata_tsdb_series", "Series in the index.")?,
+            points_read: b.gauge("strata_tsdb_points_read", "Points returned by reads.")?,
+            rows_read: b.gauge("strata_tsdb_rows_read", "Data rows read.")?,
+            rows_compacted: b.gauge(
+                "strata_tsdb_rows_compacted",
+                "Data rows the row compactor rewrote as one block.",
+            )?,
+            rowcompact_cells_folded: b.gauge(
+                "strata_tsdb_rowcompact_cells_folded",
+                "Raw cells the row compactor folded into blocks.",
+            )?,
+            rowcompact_failures: b.gauge(
+                "strata_tsdb_rowcompact_failures",
+                "Data rows the row compactor could not decode.",
+            )?,
+        };
+        Ok(Metrics {
+            telnet: protocol(TELNET),
+            http: protocol(HTTP),
+            rejected,
+            connections_open: b.gauge("strata_connections_open", "Connections open now.")?,
+            connections,
+            connections_refused: b.counter(
+                "strata_connections_refused_total",
+                "Connections refused because max_connections were open.",
+            )?,
+            telnet_commands: b.counter(
+                "strata_telnet_commands_total",
+                "Telnet command lines received, put lines included.",
+            )?,
+            put_sync_timeouts: b.counter(
+                "strata_http_put_sync_timeouts_total",
+                "/api/put?sync requests answered when sync_timeout expired.",
+            )?,
+            request_duration,
+            engine,
+            tsdb,
+            registry,
+        })
+    }
+
+    /// Points rejected so far by `protocol` and `reason`.
+    pub(crate) fn rejected_count(&self, protocol: &str, reason: &str) -> u64 {
+        self.rejected.with_label_values(&[protocol, reason]).get()
+    }
+
+    /// Records one HTTP request's latency under its endpoint (`other` when unknown).
+    pub(crate) fn observe_request(&self, endpoint: &str, seconds: f64) {
+        let endpoint = ENDPOINTS
+            .iter()
+            .find(|e| **e == endpoint)
+            .copied()
+            .unwrap_or("other");
+        self.request_duration
+            .with_label_values(&[endpoint])
+            .observe(seconds);
+    }
+
+    /// Requests served so far, over every endpoint.
+    pub(crate) fn http_requests(&self) -> u64 {
+        ENDPOINTS
+            .iter()
+            .map(|e| {
+                self.request_duration
+                    .with_label_values(&[e])
+                    .get_sample_count()
+            })
+            .sum()
+    }
+
+    /// Latency quantiles over every endpoint, in milliseconds: for each quantile, the upper
+    /// bound of the histogram bucket that holds it (0 when nothing has been served yet).
+    pub(crate) fn latency_quantiles_ms(&self, quantiles: &[f64]) -> Vec<f64> {
+        use prometheus::core::Metric as _;
+        let bounds = latency_buckets();
+        let mut cumulative = vec![0u64; bounds.len()];
+        let mut total = 0u64;
+        for e in ENDPOINTS {
+            let m = self.request_duration.with_label_values(&[e]).metric();
+            let h = m.get_histogram();
+            total += h.get_sample_count();
+            for (c, b) in cumulative.iter_mut().zip(h.get_bucket()) {
+                *c += b.get_cumulative_count();
+            }
+        }
+        quantiles
+            .iter()
+            .map(|q| {
+                if total == 0 {
+                    return 0.0;
+                }
+                let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+                let i = cumulative
+                    .iter()
+                    .position(|&c| c >= rank)
+                    .unwrap_or(bounds.len() - 1);
+                bounds[i] * 1000.0
+            })
+            .collect()
+    }
+
+    /// Copies the storage counters into their gauges and renders everything in the Prometheus
+    /// text format.
+    pub(crate) fn render(&self, tsdb: &strata_tsdb::Tsdb) -> String {
+        self.refresh(tsdb);
+        let mut out = String::new();
+        if let Err(e) = TextEncoder::new().encode_utf8(&self.registry.gather(), &mut out) {
+            tracing::warn!(error = %e, "encoding /metrics failed");
+        }
+        out
+    }
+
+    /// The content type of [`Metrics::render`]'s output.
+    pub(crate) fn content_type() -> &'static str {
+        prometheus::TEXT_FORMAT
+    }
+
+    fn refresh(&self, tsdb: &strata_tsdb::Tsdb) {
+        let e = tsdb.engine().stats();
+        let g = &self.engine;
+        let secs = |micros: u64| micros as f64 / 1e6;
+        g.memtable_bytes.set(gauge_value(e.memtable_bytes));
+        g.frozen_memtables.set(gauge_value(e.frozen_memtables));
+        for (i, level) in e.levels.iter().enumerate() {
+            let l = i.to_string();
+            g.level_files
+                .with_label_values(&[&l])
+                .set(gauge_value(level.files));
+            g.level_bytes
+                .with_label_values(&[&l])
+                .set(gauge_value(level.bytes));
+        }
+        g.write_stalls.set(gauge_value(e.write_stalls));
+        g.write_stall_seconds.set(secs(e.write_stall_micros));
+        g.flushes.set(gauge_value(e.flushes));
+        g.flush_seconds.set(secs(e.flush_micros));
+        g.compactions.set(gauge_value(e.compactions));
+        g.compaction_seconds.set(secs(e.compaction_micros));
+        g.compaction_written_bytes
+            .set(gauge_value(e.compaction_bytes_written));
+        g.cache_hits.set(gauge_value(e.cache_hits));
+        g.cache_misses.set(gauge_value(e.cache_misses));
+        g.cache_bytes.set(gauge_value(e.cache_bytes));
+        g.wal_bytes.set(gauge_value(e.wal_bytes));
+        g.wal_syncs.set(gauge_value(e.wal_syncs));
+        g.batches_written.set(gauge_value(e.batches_written));
+
+        let s = tsdb.stats();
+        let t = &self.tsdb;
+        t.points_written.set(gauge_value(s.points_written));
+        t.write_batches.set(gauge_value(s.write_batches));
+        for (r, v) in [
+            (reason::BAD_NAME, s.rejected_invalid_name),
+            (reason::BAD_TAGS, s.rejected_bad_tags),
+            (reason::BAD_TIMESTAMP, s.rejected_bad_timestamp),
+            (reason::BAD_VALUE, s.rejected_not_finite),
+            (reason::UNKNOWN_NAME, s.rejected_unknown_name),
+            (reason::STORAGE, s.rejected_storage),
+            (reason::OTHER, s.rejected_other),
+        ] {
+            t.points_rejected
+                .with_label_values(&[r])
+                .set(gauge_value(v));
+        }
+        for (k, v) in [
+            ("metrics", s.uids_assigned_metrics),
+            ("tagk", s.uids_assigned_tagk),
+            ("tagv", s.uids_assigned_tagv),
+        ] {
+            t.uids_assigned.with_label_values(&[k]).set(gauge_value(v));
+        }
+        t.series_created.set(gauge_value(s.series_created));
+        t.series.set(gauge_value(s.series_count));
+        t.points_read.set(gauge_value(s.points_read));
+        t.rows_read.set(gauge_value(s.rows_read));
+        t.rows_compacted.set(gauge_value(s.rows_compacted));
+        t.rowcompact_cells_folded
+            .set(gauge_value(s.rowcompact_cells_folded));
+        t.rowcompact_failures
+            .set(gauge_value(s.rowcompact_failures));
+    }
+}
+
+/// A counter as an `IntGauge` value (saturating; counters never get near `i64::MAX`).
+fn gauge_value(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The reason label of a rejected telnet line.
+pub(crate) fn put_error_reason(e: &PutError) -> &'static str {
+    match e {
+        PutError::NotEnoughArguments { .. } | PutError::InvalidUtf8 => reason::BAD_SYNTAX,
+        PutError::EmptyMetric => reason::BAD_NAME,
+        PutError::InvalidTimestamp(_) => reason::BAD_TIMESTAMP,
+        // The timestamp and the value share this variant; both are malformed numbers.
+        PutError::InvalidNumber(_) | PutError::EmptyValue => reason::BAD_VALUE,
+        PutError::InvalidTag(_) | PutError::DuplicateTag { .. } => reason::BAD_TAGS,
+        PutError::Point(p) => point_error_reason(p),
+        _ => reason::OTHER,
+    }
+}
+
+fn point_error_reason(e: &PointError) -> &'static str {
+    match e {
+        PointError::NotFinite { .. } => reason::BAD_VALUE,
+        PointError::BadTimestamp { .. } => reason::BAD_TIMESTAMP,
+        PointError::NoTags { .. } | PointError::TooManyTags { .. } => reason::BAD_TAGS,
+        PointError::IllegalCharacter { .. }
+        | PointError::EmptyName { .. }
+        | PointError::NullName { .. } => reason::BAD_NAME,
+        _ => reason::OTHER,
+    }
+}
+
+/// The reason label of a point the tsdb layer refused.
+pub(crate) fn tsdb_error_reason(e: &strata_tsdb::Error) -> &'static str {
+    use strata_tsdb::Error as E;
+    match e {
+        E::EmptyName { .. } | E::IllegalCharacter { .. } => reason::BAD_NAME,
+        E::NoTags { .. } | E::TooManyTags { .. } | E::DuplicateTag { .. } => reason::BAD_TAGS,
+        E::NegativeTimestamp { .. } | E::BadTimestamp { .. } => reason::BAD_TIMESTAMP,
+        E::NotFinite { .. } => reason::BAD_VALUE,
+        E::NoSuchName { .. } => reason::UNKNOWN_NAME,
+        E::Engine(_) | E::WriteFailed(_) => reason::STORAGE,
+        _ => reason::OTHER,
+    }
+}
+
+/// The reason label of a point `/api/put` rejected while parsing, from OpenTSDB's message
+/// (the ingest crate reports these failures as text only).
+pub(crate) fn http_failure_reason(message: &str) -> &'static str {
+    match message {
+        "Metric name was empty" => reason::BAD_NAME,
+        "Invalid timestamp" => reason::BAD_TIMESTAMP,
+        "Empty value" | "Unable to parse value to a number" => reason::BAD_VALUE,
+        "Missing tags" => reason::BAD_TAGS,
+        m if m.starts_with("value is NaN") => reason::BAD_VALUE,
+        m if m.starts_with("bad timestamp") => reason::BAD_TIMESTAMP,
+        m if m.starts_with("Need at least one tag") || m.starts_with("Too many tags") => {
+            reason::BAD_TAGS
+        }
+        m if m.starts_with("Invalid ") => reason::BAD_NAME,
+        _ => reason::OTHER,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_show_up_in_the_text_format() -> anyhow::Result<()> {
+        let m = Metrics::new()?;
+        m.telnet.received.inc_by(3);
+        m.telnet.stored.inc_by(2);
+        m.telnet.rejected(reason::BAD_VALUE);
+        m.observe_request("put", 0.002);
+        m.observe_request("no/such/endpoint", 0.002);
+        m.connections_refused.inc();
+        let dir = tempfile::tempdir()?;
+        let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
+        let text = m.render(&tsdb);
+        assert!(
+            text.contains("strata_points_received_total{protocol=\"telnet\"} 3"),
+            "{text}"
+        );
+        assert!(text.contains("strata_points_stored_total{protocol=\"telnet\"} 2"));
+        assert!(
+            text.contains(
+                "strata_points_rejected_total{protocol=\"telnet\",reason=\"bad_value\"} 1"
+            )
+        );
+        assert!(
+            text.contains("strata_points_rejected_total{protocol=\"http\",reason=\"storage\"} 0")
+        );
+        assert!(text.contains("strata_http_request_duration_seconds_count{endpoint=\"put\"} 1"));
+        assert!(text.contains("strata_http_request_duration_seconds_count{endpoint=\"other\"} 1"));
+        assert!(text.contains("strata_connections_refused_total 1"));
+        assert!(text.contains("strata_engine_memtable_bytes "));
+        assert!(text.contains("strata_tsdb_series 0"));
+        assert_eq!(m.rejected_count(TELNET, reason::BAD_VALUE), 1);
+        assert_eq!(m.http_requests(), 2);
+        Ok(())
+    }
+
+    #[test]
+    fn latency_quantiles_come_from_the_buckets() -> anyhow::Result<()> {
+        let m = Metrics::new()?;
+        assert_eq!(m.latency_quantiles_ms(&[0.5]), vec![0.0]);
+        for _ in 0..9 {
+            m.observe_request("put", 0.00005);
+        }
+        m.observe_request("query", 0.003);
+        let q = m.latency_quantiles_ms(&[0.5, 0.9, 0.95, 1.0]);
+        // 0.05 ms falls in the first bucket (<= 0.1 ms); 3 ms in the one up to 3.2 ms.
+        assert_eq!(q[0], 0.1);
+        assert_eq!(q[1], 0.1);
+        assert!((q[2] - 3.2).abs() < 1e-9, "{q:?}");
+        assert!((q[3] - 3.2).abs() < 1e-9, "{q:?}");
+        Ok(())
+    }
+
+    #[test]
+    fn rejection_reasons_are_classified() {
+        assert_eq!(
+            put_error_reason(&PutError::NotEnoughArguments { got: 1 }),
+            reason::BAD_SYNTAX
+        );
+        assert_eq!(
+            put_error_reason(&PutError::InvalidTimestamp(0)),
+            reason::BAD_TIMESTAMP
+        );
+        assert_eq!(
+            put_error_reason(&PutError::InvalidTag("x".into())),
+            reason::BAD_TAGS
+        );
+        assert_eq!(
+            tsdb_error_reason(&strata_tsdb::Error::NoTags { metric: "m".into() }),
+            reason::BAD_TAGS
+        );
+        assert_eq!(
+            http_failure_reason("Invalid timestamp"),
+            reason::BAD_TIMESTAMP
+        );
+        assert_eq!(
+            http_failure_reason("Unable to parse value to a number"),
+            reason::BAD_VALUE
+        );
+        assert_eq!(
+            http_failure_reason("Invalid metric name (\"a b\"): illegal character:  "),
+            reason::BAD_NAME
+        );
+        assert_eq!(http_failure_reason("Unknown metric"), reason::OTHER);
+    }
+}
