@@ -236,6 +236,18 @@ pub(crate) fn java_map<'t>(tags: impl IntoIterator<Item = (&'t str, &'t str)>) -
 }
 
 /// Checks a name against §a.2.
+/// ASCII bytes every configuration allows in names: letters, digits, `-`, `_`, `.`, `/`.
+static STANDARD_NAME_BYTES: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'/');
+        b += 1;
+    }
+    t
+};
+
 pub(crate) fn check_name(
     cfg: &ParseConfig,
     what: impl FnOnce() -> String,
@@ -243,6 +255,11 @@ pub(crate) fn check_name(
 ) -> Result<(), PointError> {
     if name.is_empty() {
         return Err(PointError::EmptyName { what: what() });
+    }
+    // Nearly every name is plain ASCII from the standard set: check those bytes with a table
+    // and fall back to the per-character rules only for the rest.
+    if name.bytes().all(|b| STANDARD_NAME_BYTES[usize::from(b)]) {
+        return Ok(());
     }
     match name.chars().find(|&c| !cfg.is_allowed_char(c)) {
         None => Ok(()),
