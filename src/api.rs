@@ -1,5 +1,13 @@
-//! Small OpenTSDB endpoints: `/api/suggest`, `/api/aggregators`, `/api/config/filters`,
-//! `/api/dropcaches`.
+//! The OpenTSDB HTTP API: [`dispatch`] routes every `/api/<ep>`, the small endpoints
+//! (`/api/suggest`, `/api/aggregators`, `/api/config/filters`, `/api/dropcaches`) live here,
+//! and the larger ones in the submodules.
+
+mod annotation;
+mod config;
+mod last;
+mod lookup;
+mod series_expr;
+mod uid;
 
 use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode};
@@ -40,6 +48,30 @@ pub(crate) async fn dispatch(ep: &str, req: Request<Incoming>, shared: &Shared) 
             dropcaches,
         ),
         "put" => method_not_allowed(&method),
+        "search/lookup" if [Method::GET, Method::POST].contains(&method) => {
+            lookup::handle(req, shared).await
+        }
+        "search/lookup" => method_not_allowed(&method),
+        "query/last" if [Method::GET, Method::POST].contains(&method) => {
+            last::handle(req, shared).await
+        }
+        "query/last" => method_not_allowed(&method),
+        "annotation" | "annotations" | "annotation/bulk" | "annotations/bulk" => {
+            annotation::handle(ep, req, shared).await
+        }
+        "uid/assign" => uid::assign(req, shared).await,
+        "uid/uidmeta" => uid::uidmeta(req, shared),
+        "uid/tsmeta" => uid::tsmeta(req, shared),
+        "uid/rename" => uid::rename(req, shared).await,
+        ep if ep.starts_with("uid/") || ep == "uid" => error(
+            StatusCode::NOT_IMPLEMENTED,
+            "Other UID endpoints have not been implemented yet",
+            "",
+        ),
+        "config" => only(&method, &[Method::GET, Method::POST], || {
+            config::config(shared)
+        }),
+        "serializers" => only(&method, &[Method::GET, Method::POST], config::serializers),
         _ => error(StatusCode::NOT_FOUND, "Endpoint not found", ""),
     }
 }
@@ -244,4 +276,88 @@ pub(crate) fn config_filters() -> Resp {
 /// what is stored, so there is nothing stale to drop; the call succeeds as in OpenTSDB.
 pub(crate) fn dropcaches() -> Resp {
     json_ok(&json!({ "status": "200", "message": "Caches dropped" }))
+}
+
+/// Maps a tsdb error to OpenTSDB's error JSON: client errors are 400, unknown names 400 too
+/// (OpenTSDB's `No such name …` on reads), everything else 500.
+pub(crate) fn tsdb_error(e: &strata_tsdb::Error) -> Resp {
+    match e.kind() {
+        strata_tsdb::ErrorKind::Client | strata_tsdb::ErrorKind::NotFound => {
+            error(StatusCode::BAD_REQUEST, &e.to_string(), "")
+        }
+        _ => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Unexpected exception",
+            &e.to_string(),
+        ),
+    }
+}
+
+/// Parses a JSON request body, answering OpenTSDB's 400s for an empty or malformed one.
+#[expect(
+    clippy::result_large_err,
+    reason = "the error is the finished response, built once per request"
+)]
+pub(crate) fn parse_json_body(body: &[u8]) -> Result<Json, Resp> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "Missing request content",
+            "",
+        ));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "Unable to parse the given JSON",
+            &e.to_string(),
+        )
+    })
+}
+
+/// Every value of `name` in a query string, percent-decoded, in order.
+pub(crate) fn query_params(query: &str, name: &str) -> Vec<String> {
+    query
+        .split('&')
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (k == name).then(|| crate::http::percent_decode(v))
+        })
+        .collect()
+}
+
+/// The wall clock in milliseconds.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Parses an OpenTSDB time (`1h-ago`, seconds, milliseconds, `2013/01/01-00:00:00`) in UTC,
+/// to milliseconds. `Ok(None)` for an empty string.
+pub(crate) fn parse_time_ms(s: &str) -> Result<Option<i64>, String> {
+    let Some(utc) = "UTC".parse().ok() else {
+        return Err("the UTC time zone is unavailable".into());
+    };
+    strata_query::parse_time(s.trim(), now_ms(), utc).map_err(|e| e.to_string())
+}
+
+/// A JSON number or numeric string as an i64 (OpenTSDB's Jackson accepts both).
+pub(crate) fn json_i64(v: &Json) -> Option<i64> {
+    match v {
+        Json::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)),
+        Json::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// A JSON boolean, or the strings `true`/`false`.
+pub(crate) fn json_bool(v: &Json) -> Option<bool> {
+    match v {
+        Json::Bool(b) => Some(*b),
+        Json::String(s) if s.eq_ignore_ascii_case("true") => Some(true),
+        Json::String(s) if s.eq_ignore_ascii_case("false") => Some(false),
+        _ => None,
+    }
 }

@@ -1,7 +1,9 @@
 //! End-to-end tests: start the real `strata` binary on a loopback port and talk to it the way
 //! clients do.
 
+mod api;
 mod cli;
+mod grafana;
 mod harness;
 mod http_put;
 mod metrics;

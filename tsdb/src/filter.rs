@@ -179,6 +179,12 @@ impl Filter {
         }
     }
 
+    /// Whether every value passes (a wildcard of only `*`): then having the key is enough.
+    pub(crate) fn matches_every_value(&self) -> bool {
+        matches!(self.kind, FilterKind::Wildcard | FilterKind::IWildcard)
+            && self.expr.chars().all(|c| c == '*')
+    }
+
     /// Whether a series whose value for this key is `value` passes. `not_key` never passes a
     /// series that has the key.
     pub fn matches_value(&self, value: &str) -> bool {

@@ -3,6 +3,7 @@
 //! It speaks points and series: UIDs, salted rowkeys, raw and compacted cell codecs, the
 //! series index, the write and read paths, and the row compactor (`rowcompact`).
 
+mod annotation;
 mod block;
 mod cell;
 mod clock;
@@ -21,6 +22,7 @@ mod uid;
 mod validate;
 mod value;
 
+pub use annotation::{Annotation, annotation_time_ms};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind, Result};
 pub use filter::{Filter, FilterKind};

@@ -6,11 +6,11 @@
 //! validation, so a hit needs no re-check. The cache is cleared when a UID is renamed (a name
 //! may then resolve differently) and when it grows past its bound.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use parking_lot::RwLock;
+use rustc_hash::FxHashMap;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::rowkey::Tsuid;
@@ -62,14 +62,14 @@ impl CachedSeries {
 /// The cache. Lookups take a read lock; inserts a write lock.
 #[derive(Debug)]
 pub(crate) struct SeriesCache {
-    map: RwLock<HashMap<u64, Vec<Arc<CachedSeries>>>>,
+    map: RwLock<FxHashMap<u64, Vec<Arc<CachedSeries>>>>,
     max_entries: usize,
 }
 
 impl SeriesCache {
     pub(crate) fn new(max_entries: usize) -> SeriesCache {
         SeriesCache {
-            map: RwLock::new(HashMap::new()),
+            map: RwLock::new(FxHashMap::default()),
             max_entries,
         }
     }

@@ -3,9 +3,11 @@
 //! Persisted in table `meta` (see `meta.rs`) and rebuilt from it on open; the in-memory state
 //! after a rebuild equals the state before the restart.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use roaring::RoaringBitmap;
+use rustc_hash::FxHashMap;
+
+use roaring::{MultiOps, RoaringBitmap};
 use strata_engine::{Db, ScanOptions, Table};
 
 use crate::error::{Error, Result};
@@ -40,9 +42,16 @@ pub(crate) struct TagPostings {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct SeriesIndex {
     pub(crate) series: Vec<SeriesEntry>,
-    pub(crate) by_tsuid: HashMap<Tsuid, u32>,
+    pub(crate) by_tsuid: FxHashMap<Tsuid, u32>,
     pub(crate) by_metric: BTreeMap<Uid, RoaringBitmap>,
     pub(crate) by_tag: BTreeMap<Uid, TagPostings>,
+}
+
+/// Adds `id` to a posting list. New ids are always the largest yet, so this is an append.
+fn add(postings: &mut RoaringBitmap, id: u32) {
+    if !postings.push(id) {
+        postings.insert(id);
+    }
 }
 
 impl SeriesIndex {
@@ -98,11 +107,11 @@ impl SeriesIndex {
     /// Adds a series with the next id (callers persist it first).
     pub(crate) fn insert(&mut self, tsuid: Tsuid, buckets: u8) -> u32 {
         let id = self.series.len() as u32;
-        self.by_metric.entry(tsuid.metric()).or_default().insert(id);
+        add(self.by_metric.entry(tsuid.metric()).or_default(), id);
         for (k, v) in tsuid.tags() {
             let p = self.by_tag.entry(k).or_default();
-            p.all.insert(id);
-            p.by_value.entry(v).or_default().insert(id);
+            add(&mut p.all, id);
+            add(p.by_value.entry(v).or_default(), id);
         }
         let salt = salt_of(&tsuid, buckets);
         self.by_tsuid.insert(tsuid.clone(), id);
@@ -151,19 +160,20 @@ impl SeriesIndex {
                 }
                 continue;
             }
-            let matched = if f.kind() == FilterKind::NotKey {
-                all - &postings.all
+            if f.kind() == FilterKind::NotKey {
+                result -= &postings.all;
+            } else if f.matches_every_value() {
+                result &= &postings.all;
             } else {
-                let mut m = RoaringBitmap::new();
+                let mut matched = Vec::new();
                 for (v, bm) in &postings.by_value {
                     let name = uids.name(UidKind::Tagv, *v)?;
                     if f.matches_value(&name) {
-                        m |= bm;
+                        matched.push(bm);
                     }
                 }
-                m
-            };
-            result &= matched;
+                result &= matched.union();
+            }
         }
         for u in literal_unions.into_values() {
             result &= u;

@@ -3,13 +3,13 @@
 //! A database holds three engine tables: `tsdb` (data rows, `rowkey.rs` + `cell.rs`), `uid`
 //! (`uid.rs`) and `meta` (`meta.rs`).
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 use roaring::RoaringBitmap;
+use rustc_hash::FxHashMap;
 use strata_engine::{Db, DbOptions, Table, TableOptions, WriteBatch};
 
 use crate::cell::{EncodedValue, encode_column, encode_value};
@@ -238,8 +238,8 @@ impl Tsdb {
         let batch_no = state.batches;
         let mut batch = WriteBatch::new();
         let mut new_series: Vec<Tsuid> = Vec::new();
-        let mut new_ids: HashMap<Tsuid, u32> = HashMap::new();
-        let mut lasts: HashMap<u32, LastUpdate> = HashMap::new();
+        let mut new_ids: FxHashMap<Tsuid, u32> = FxHashMap::default();
+        let mut lasts: FxHashMap<u32, LastUpdate> = FxHashMap::default();
         let mut marked: Vec<Arc<CachedSeries>> = Vec::new();
         let mut rowkey: Vec<u8> = Vec::with_capacity(64);
         let mut ok = 0u64;
@@ -608,6 +608,21 @@ impl Tsdb {
             self.series_info(id)?;
         }
         Ok(self.inner.index.read().clone())
+    }
+
+    /// The TSUID of series `id`, without resolving names (cheaper than [`Tsdb::series_info`]).
+    pub fn series_tsuid(&self, id: u32) -> Option<Tsuid> {
+        self.inner
+            .index
+            .read()
+            .series
+            .get(id as usize)
+            .map(|s| s.tsuid.clone())
+    }
+
+    /// The options the database was opened with.
+    pub fn options(&self) -> &TsdbOptions {
+        &self.inner.opts
     }
 
     /// The id of a series.

@@ -18,7 +18,9 @@
 //!
 //! Every mapping is loaded into memory at open, in both directions; the maps are the caches.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -138,7 +140,7 @@ impl fmt::Display for UidKind {
 #[derive(Debug, Default)]
 struct KindMaps {
     by_name: BTreeMap<Arc<str>, Uid>,
-    by_uid: HashMap<Uid, Arc<str>>,
+    by_uid: FxHashMap<Uid, Arc<str>>,
     max: u32,
 }
 

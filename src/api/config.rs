@@ -1,0 +1,108 @@
+//! `/api/config` (Strata's effective settings, read-only, in OpenTSDB's key style) and
+//! `/api/serializers` (spec §c.9).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value as Json, json};
+
+use crate::config::Cors;
+use crate::http::{Resp, Shared, json_ok};
+
+/// Every setting as `key → string`, sorted by key. OpenTSDB keys where one means the same
+/// thing; `strata.*` keys for Strata's own. Values of keys containing `PASS` are masked, as
+/// OpenTSDB does.
+pub(crate) fn settings(shared: &Shared) -> BTreeMap<String, String> {
+    let c = &shared.config;
+    // The server opens the tsdb with these defaults (see `main.rs`).
+    let t = strata_tsdb::TsdbOptions::default();
+    let mut m = BTreeMap::new();
+    let mut set = |k: &str, v: String| {
+        m.insert(k.to_string(), v);
+    };
+    set("tsd.mode", "rw".into());
+    set("tsd.network.bind", c.bind.to_string());
+    set("tsd.network.port", c.port.to_string());
+    set("tsd.core.connections.limit", c.max_connections.to_string());
+    set("tsd.core.enable_api", "true".into());
+    set(
+        "tsd.core.auto_create_metrics",
+        t.auto_create_metrics.to_string(),
+    );
+    set(
+        "tsd.core.auto_create_tagks",
+        t.auto_create_tagks.to_string(),
+    );
+    set(
+        "tsd.core.auto_create_tagvs",
+        t.auto_create_tagvs.to_string(),
+    );
+    set("tsd.core.meta.enable_tsuid_tracking", "true".into());
+    set("tsd.core.meta.enable_realtime_ts", "true".into());
+    set("tsd.core.preload_uid_cache", "true".into());
+    set("tsd.storage.max_tags", t.max_tags.to_string());
+    set(
+        "tsd.storage.salt.buckets",
+        shared.tsdb.salt_buckets().to_string(),
+    );
+    set("tsd.storage.salt.width", "1".into());
+    set("tsd.storage.uid.width.metric", "3".into());
+    set("tsd.storage.uid.width.tagk", "3".into());
+    set("tsd.storage.uid.width.tagv", "3".into());
+    set("tsd.storage.enable_compaction", "true".into());
+    set(
+        "tsd.http.request.cors_domains",
+        match &c.cors {
+            Cors::Off => String::new(),
+            Cors::Any => "*".into(),
+            Cors::Domains(d) => d.join(","),
+        },
+    );
+    set("tsd.http.request.cors_headers", c.cors_headers.clone());
+    set("strata.data_dir", c.data_dir.display().to_string());
+    set("strata.fsync", c.fsync.clone());
+    set("strata.max_line_bytes", c.max_line_bytes.to_string());
+    set("strata.max_body_bytes", c.max_body_bytes.to_string());
+    set(
+        "strata.rowcompact_grace_secs",
+        t.rowcompact_grace.as_secs().to_string(),
+    );
+    for (k, v) in m.iter_mut() {
+        if k.to_ascii_uppercase().contains("PASS") {
+            *v = "********".into();
+        }
+    }
+    m
+}
+
+/// `GET /api/config`.
+pub(crate) fn config(shared: &Shared) -> Resp {
+    let m: serde_json::Map<String, Json> = settings(shared)
+        .into_iter()
+        .map(|(k, v)| (k, Json::String(v)))
+        .collect();
+    json_ok(&Json::Object(m))
+}
+
+/// `GET /api/serializers`: the one JSON serializer, as OpenTSDB 2.3 lists it, with the
+/// formatters and parsers of the endpoints Strata serves.
+pub(crate) fn serializers() -> Resp {
+    json_ok(&json!([{
+        "serializer": "json",
+        "formatters": [
+            "formatSuggestV1", "formatSerializersV1", "formatAggregatorsV1",
+            "formatVersionV1", "formatDropCachesV1", "formatPutV1", "formatUidAssignV1",
+            "formatUidMetaV1", "formatTSMetaV1", "formatTSMetaListV1", "formatAnnotationV1",
+            "formatAnnotationsV1", "formatAnnotationBulkDeleteV1", "formatQueryV1",
+            "formatLastPointQueryV1", "formatConfigV1", "formatFilterConfigV1",
+            "formatSearchResultsV1", "formatErrorV1", "formatNotFoundV1"
+        ],
+        "parsers": [
+            "parsePutV1", "parseSuggestV1", "parseUidAssignV1", "parseUidRenameV1",
+            "parseQueryV1", "parseLastPointQueryV1", "parseSearchQueryV1",
+            "parseAnnotationV1", "parseAnnotationsV1", "parseAnnotationBulkDeleteV1"
+        ],
+        "class": "net.opentsdb.tsd.HttpJsonSerializer",
+        "request_content_type": "application/json",
+        "response_content_type": "application/json; charset=UTF-8",
+    }]))
+}
