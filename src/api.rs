@@ -38,6 +38,8 @@ pub(crate) async fn dispatch(ep: &str, req: Request<Incoming>, shared: &Shared) 
             query(req, shared).await
         }
         "query" => method_not_allowed(&method),
+        "export" if [Method::GET, Method::POST].contains(&method) => export(req, shared).await,
+        "export" => method_not_allowed(&method),
         "admin/compact" if method == Method::POST => admin_compact(shared),
         "admin/compact" => method_not_allowed(&method),
         "aggregators" => only(&method, &[Method::GET, Method::POST], aggregators),
@@ -163,47 +165,110 @@ pub(crate) fn suggest(shared: &Shared, query: &str, post_body: Option<&[u8]>) ->
 pub(crate) async fn query(req: hyper::Request<hyper::body::Incoming>, shared: &Shared) -> Resp {
     let method = req.method().clone();
     let query = req.uri().query().unwrap_or("").to_string();
+    let accept = req
+        .headers()
+        .get(hyper::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let body = match crate::http::read_body(req, shared).await {
         Ok(b) => b,
         Err(resp) => return resp,
     };
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
+    let now_ms = now_ms();
     let tsdb = shared.tsdb.clone();
-    let limits = strata_query::QueryLimits::default();
-    let (status, json) = tokio::task::block_in_place(|| {
-        let method = match method {
-            hyper::Method::POST => strata_query::QueryMethod::Post,
-            hyper::Method::DELETE => strata_query::QueryMethod::Delete,
-            _ => strata_query::QueryMethod::Get,
-        };
-        strata_query::handle_query_method(&tsdb, method, &query, &body, now_ms, &limits)
+    let limits = query_limits(shared);
+    let resp = tokio::task::block_in_place(|| {
+        strata_query::handle_query_request(
+            &tsdb,
+            query_method(&method),
+            &query,
+            accept.as_deref(),
+            &body,
+            now_ms,
+            &limits,
+        )
     });
-    crate::http::raw(status, json)
+    typed(resp.status, resp.content_type, resp.body)
+}
+
+fn query_method(method: &Method) -> strata_query::QueryMethod {
+    match *method {
+        Method::POST => strata_query::QueryMethod::Post,
+        Method::DELETE => strata_query::QueryMethod::Delete,
+        _ => strata_query::QueryMethod::Get,
+    }
+}
+
+fn query_limits(shared: &Shared) -> strata_query::QueryLimits {
+    strata_query::QueryLimits {
+        timeout: shared.config.query_timeout,
+        ..strata_query::QueryLimits::default()
+    }
+}
+
+/// A response with an explicit content type.
+fn typed(status: u16, content_type: &'static str, body: Vec<u8>) -> Resp {
+    let mut resp = crate::http::raw(status, body);
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(content_type),
+    );
+    resp
+}
+
+/// `GET|POST /api/export?format=parquet`: the points a query selects (same query forms as
+/// `/api/query`) as a Parquet file, one row per point.
+pub(crate) async fn export(req: Request<Incoming>, shared: &Shared) -> Resp {
+    let method = req.method().clone();
+    let query = req.uri().query().unwrap_or("").to_string();
+    match query_param(&query, "format").as_deref() {
+        None | Some("parquet") => {}
+        Some(other) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!("Unsupported export format: {other}"),
+                "Supported: parquet",
+            );
+        }
+    }
+    let body = match read_body(req, shared).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let tsdb = shared.tsdb.clone();
+    let limits = query_limits(shared);
+    let mut out = Vec::new();
+    let result = tokio::task::block_in_place(|| {
+        strata_query::export_parquet(
+            &tsdb,
+            query_method(&method),
+            &query,
+            &body,
+            now_ms(),
+            &limits,
+            &mut out,
+        )
+    });
+    match result {
+        Ok(_) => typed(200, strata_query::PARQUET_CONTENT_TYPE, out),
+        Err(e) => crate::http::raw(e.status(), strata_query::error_body(&e)),
+    }
 }
 
 /// `POST /api/admin/compact`: row-compacts every closed dirty row, flushes the memtables and
 /// runs a full engine compaction, then answers with what it did. For tests, benchmarks and
 /// operators; it returns only when everything is done.
 pub(crate) fn admin_compact(shared: &Shared) -> Resp {
-    let started = std::time::Instant::now();
     let tsdb = shared.tsdb.clone();
-    let result = tokio::task::block_in_place(|| -> strata_tsdb::Result<_> {
-        let rows = tsdb.rowcompact_all()?;
-        tsdb.flush()?;
-        tsdb.engine().compact_all()?;
-        Ok(rows)
-    });
+    let result = tokio::task::block_in_place(|| crate::cli::compact::compact_all(&tsdb));
     match result {
-        Ok(rows) => json_ok(&json!({
-            "rowsExamined": rows.rows_examined,
-            "rowsCompacted": rows.rows_compacted,
-            "rowsFailed": rows.rows_failed,
-            "cellsFolded": rows.cells_folded,
-            "blockPoints": rows.block_points,
-            "durationMs": started.elapsed().as_millis() as u64,
+        Ok(report) => json_ok(&json!({
+            "rowsExamined": report.rows.rows_examined,
+            "rowsCompacted": report.rows.rows_compacted,
+            "rowsFailed": report.rows.rows_failed,
+            "cellsFolded": report.rows.cells_folded,
+            "blockPoints": report.rows.block_points,
+            "durationMs": report.duration_ms,
         })),
         Err(e) => error(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -42,6 +42,10 @@ pub(crate) struct ServeArgs {
     /// Largest HTTP request body accepted, in bytes, after decompression [default: 64 MiB].
     #[arg(long, env = "STRATA_MAX_BODY_BYTES")]
     pub(crate) max_body_bytes: Option<usize>,
+    /// Longest a query may run, in milliseconds, before it is answered with a 408; 0 means no
+    /// limit (OpenTSDB's `tsd.query.timeout`) [default: 60000].
+    #[arg(long, env = "STRATA_QUERY_TIMEOUT_MS")]
+    pub(crate) query_timeout_ms: Option<u64>,
     /// Origins allowed to make cross-origin (CORS) HTTP requests: empty turns CORS off, `*`
     /// allows any origin, otherwise a comma-separated list (OpenTSDB's
     /// `tsd.http.request.cors_domains`) [default: empty].
@@ -71,6 +75,7 @@ struct FileConfig {
     max_line_bytes: Option<usize>,
     max_connections: Option<usize>,
     max_body_bytes: Option<usize>,
+    query_timeout_ms: Option<u64>,
     cors_domains: Option<String>,
     cors_headers: Option<String>,
 }
@@ -123,6 +128,8 @@ pub(crate) struct Config {
     pub(crate) max_line_bytes: usize,
     pub(crate) max_connections: usize,
     pub(crate) max_body_bytes: usize,
+    /// `None` = no limit.
+    pub(crate) query_timeout: Option<std::time::Duration>,
     pub(crate) cors: Cors,
     pub(crate) cors_headers: String,
 }
@@ -166,6 +173,11 @@ impl Config {
                 .max_body_bytes
                 .or(file.max_body_bytes)
                 .unwrap_or(64 << 20),
+            query_timeout: match args.query_timeout_ms.or(file.query_timeout_ms) {
+                None => Some(strata_query::DEFAULT_QUERY_TIMEOUT),
+                Some(0) => None,
+                Some(ms) => Some(std::time::Duration::from_millis(ms)),
+            },
             cors: Cors::parse(
                 args.cors_domains
                     .as_deref()

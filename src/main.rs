@@ -33,6 +33,9 @@ enum Command {
     Scan(cli::scan::ScanArgs),
     /// Offline compaction: row-compacts every closed hour, flushes, and compacts the LSM fully.
     Compact(cli::compact::CompactArgs),
+    /// Writes the points a query selects (`/api/query` GET or JSON form) as a Parquet file:
+    /// one row per point, with metric, tag, timestamp and value columns.
+    Export(cli::export::ExportArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -64,5 +67,6 @@ fn main() -> anyhow::Result<()> {
         Command::Import(args) => cli::import::run(&args),
         Command::Scan(args) => cli::scan::run(&args),
         Command::Compact(args) => cli::compact::run(&args),
+        Command::Export(args) => cli::export::run(&args),
     }
 }

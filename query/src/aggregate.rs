@@ -33,6 +33,14 @@ fn lerp(t: i64, (x0, y0): (i64, f64), (x1, y1): (i64, f64)) -> f64 {
 /// (NaN when every contributing value is NaN). `Aggregator::None` is not meant to be aggregated
 /// (each series is its own result); given it, this sums.
 pub fn aggregate(series: &[&[Point]], aggregator: Aggregator, rate: bool) -> Vec<Point> {
+    if let Some(out) = aggregate_aligned(series, aggregator, rate) {
+        return out;
+    }
+    aggregate_general(series, aggregator, rate)
+}
+
+/// [`aggregate`] for any series: merges the timestamps and interpolates.
+fn aggregate_general(series: &[&[Point]], aggregator: Aggregator, rate: bool) -> Vec<Point> {
     let mut stamps: Vec<i64> = series
         .iter()
         .flat_map(|s| s.iter().map(|(t, _)| *t))
@@ -101,6 +109,45 @@ pub fn aggregate(series: &[&[Point]], aggregator: Aggregator, rate: bool) -> Vec
         ));
     }
     out
+}
+
+/// The common case after downsampling: every series has exactly the same strictly increasing
+/// timestamps, so each output point aggregates the series' points at one index and no
+/// interpolation or timestamp merge is needed. Gives what the general path gives (every series
+/// is `At` its point at every timestamp); `None` when the series are not aligned.
+fn aggregate_aligned(
+    series: &[&[Point]],
+    aggregator: Aggregator,
+    rate: bool,
+) -> Option<Vec<Point>> {
+    let first = *series.first()?;
+    if first.is_empty()
+        || first.windows(2).any(|w| w[0].0 >= w[1].0)
+        || series
+            .iter()
+            .any(|s| s.len() != first.len() || s.iter().zip(first).any(|(a, b)| a.0 != b.0))
+    {
+        return None;
+    }
+    let mut values = Vec::with_capacity(series.len());
+    let mut out = Vec::with_capacity(first.len());
+    for (i, (t, _)) in first.iter().enumerate() {
+        values.clear();
+        let mut int_path = !rate;
+        for s in series {
+            let v = s[i].1;
+            // Integer output needs every current and next point of the group to be an integer.
+            if !v.is_int() || s.get(i + 1).is_some_and(|p| !p.1.is_int()) {
+                int_path = false;
+            }
+            values.push(v.to_f64());
+        }
+        out.push((
+            *t,
+            Num::from_result(aggregator.apply(&values, int_path), int_path),
+        ));
+    }
+    Some(out)
 }
 
 #[cfg(test)]

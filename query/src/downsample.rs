@@ -332,6 +332,110 @@ fn calendar_floor(l: NaiveDateTime, count: u32, unit: CalendarUnit) -> Option<Na
     Some(out)
 }
 
+/// One bucket's function, folded point by point where the function allows it (the values are
+/// kept in the caller's buffer otherwise). Each fold is the one [`Aggregator::apply`] runs over the
+/// bucket's values, in the same order, so the result is bit for bit the same.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    function: Aggregator,
+    fold: Fold,
+    /// Non-NaN values seen.
+    real: u64,
+    acc: f64,
+    first: f64,
+    last: f64,
+    /// Any value seen.
+    any: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fold {
+    Sum,
+    Min,
+    Max,
+    Count,
+    Avg,
+    First,
+    Last,
+    /// Kept in the buffer and given to `apply`.
+    Values,
+}
+
+impl Bucket {
+    fn new(function: Aggregator) -> Bucket {
+        let fold = match function {
+            Aggregator::Sum | Aggregator::ZimSum | Aggregator::PfSum => Fold::Sum,
+            Aggregator::Min | Aggregator::MimMin => Fold::Min,
+            Aggregator::Max | Aggregator::MimMax => Fold::Max,
+            Aggregator::Count => Fold::Count,
+            Aggregator::Avg => Fold::Avg,
+            Aggregator::First => Fold::First,
+            Aggregator::Last => Fold::Last,
+            _ => Fold::Values,
+        };
+        let mut b = Bucket {
+            function,
+            fold,
+            real: 0,
+            acc: 0.0,
+            first: f64::NAN,
+            last: f64::NAN,
+            any: false,
+        };
+        b.reset();
+        b
+    }
+
+    fn reset(&mut self) {
+        self.real = 0;
+        self.any = false;
+        self.acc = match self.fold {
+            // The neutral element `Iterator::sum` starts from.
+            Fold::Sum => std::iter::empty::<f64>().sum(),
+            Fold::Min => f64::INFINITY,
+            Fold::Max => f64::NEG_INFINITY,
+            _ => 0.0,
+        };
+    }
+
+    #[inline]
+    fn push(&mut self, v: f64, values: &mut Vec<f64>) {
+        match self.fold {
+            Fold::Values => values.push(v),
+            Fold::First => {
+                if !self.any {
+                    self.first = v;
+                }
+            }
+            Fold::Last => self.last = v,
+            _ if v.is_nan() => {}
+            fold => {
+                self.real += 1;
+                self.acc = match fold {
+                    Fold::Min => self.acc.min(v),
+                    Fold::Max => self.acc.max(v),
+                    Fold::Count => self.acc,
+                    _ => self.acc + v,
+                };
+            }
+        }
+        self.any = true;
+    }
+
+    fn finish(&self, values: &[f64]) -> f64 {
+        match self.fold {
+            Fold::Values => self.function.apply(values, false),
+            Fold::First if self.any => self.first,
+            Fold::Last if self.any => self.last,
+            Fold::First | Fold::Last => f64::NAN,
+            _ if self.real == 0 => f64::NAN,
+            Fold::Count => self.real as f64,
+            Fold::Avg => self.acc / self.real as f64,
+            _ => self.acc,
+        }
+    }
+}
+
 /// Downsamples one series (points sorted by time) over the query range `[start, end]` (ms).
 ///
 /// Every output value is a `Num::Float`. Buckets are reported at their start; only bucket starts in
@@ -346,51 +450,111 @@ pub fn downsample(
     end: i64,
     tz: Tz,
 ) -> Result<Vec<Point>> {
+    let mut out = Vec::new();
+    downsample_into(
+        points.iter().map(|(t, v)| (*t, v.to_f64())),
+        spec,
+        (start, end),
+        tz,
+        &mut Vec::new(),
+        &mut out,
+    )?;
+    Ok(out)
+}
+
+/// [`downsample`] over `(ts, value)` pairs sorted by time, appending to `out` and using `values`
+/// as scratch space, so a caller can run it over many series without allocating per series or
+/// per bucket.
+pub(crate) fn downsample_into(
+    points: impl Iterator<Item = (i64, f64)>,
+    spec: &DownsampleSpec,
+    (start, end): (i64, i64),
+    tz: Tz,
+    values: &mut Vec<f64>,
+    out: &mut Vec<Point>,
+) -> Result<()> {
     let fill_value = match spec.fill {
         FillPolicy::None => None,
         FillPolicy::Nan | FillPolicy::Null => Some(f64::NAN),
         FillPolicy::Zero => Some(0.0),
         FillPolicy::Scalar => return Err(Error::UnsupportedFill),
     };
-    let in_range = points.iter().filter(|(ts, _)| (start..=end).contains(ts));
+    let mut any_point = false;
+    let in_range = points
+        .inspect(|_| any_point = true)
+        .filter(|(ts, _)| (start..=end).contains(ts));
+    values.clear();
     let buckets = match spec.interval {
         Interval::All => {
-            let values: Vec<f64> = in_range.map(|(_, v)| v.to_f64()).collect();
-            if values.is_empty() {
-                return Ok(Vec::new());
+            let mut acc = Bucket::new(spec.function);
+            for (_, v) in in_range {
+                acc.push(v, values);
             }
-            return Ok(vec![(
-                start,
-                Num::Float(spec.function.apply(&values, false)),
-            )]);
+            if acc.any {
+                out.push((start, Num::Float(acc.finish(values))));
+            }
+            return Ok(());
         }
         Interval::Fixed(width) => Buckets::Fixed(width.max(1)),
         Interval::Calendar { count, unit } => Buckets::Calendar { count, unit, tz },
     };
-    if points.is_empty() || end < start {
-        return Ok(Vec::new());
+    if end < start {
+        return Ok(());
     }
     let mut first = buckets.floor(start);
     if first < start {
         first = buckets.next(first);
     }
-    // Points grouped by bucket start, in order; buckets before `first` are the dropped partial one.
-    let mut filled: Vec<(i64, Vec<f64>)> = Vec::new();
+    let mut acc = Bucket::new(spec.function);
+    // Without a fill, buckets go straight to `out`; with one, to `present` and are merged with
+    // the empty buckets below.
+    let mut present: Vec<Point> = Vec::new();
+    let sink = if fill_value.is_some() {
+        &mut present
+    } else {
+        &mut *out
+    };
+    // The open bucket: its start, and where the next one starts for fixed widths (the start
+    // itself for calendar ones, whose floors are always computed), so a point in the same fixed
+    // bucket needs no floor.
+    let mut open: Option<(i64, i64)> = None;
     for (ts, v) in in_range {
-        let b = buckets.floor(*ts);
+        if let Some((b, next)) = open
+            && ts >= b
+            && ts < next
+        {
+            acc.push(v, values);
+            continue;
+        }
+        let b = buckets.floor(ts);
         if b < first {
             continue;
         }
-        match filled.last_mut() {
-            Some((last, values)) if *last == b => values.push(v.to_f64()),
-            _ => filled.push((b, vec![v.to_f64()])),
+        if let Some((ob, _)) = open {
+            if ob == b {
+                acc.push(v, values);
+                continue;
+            }
+            sink.push((ob, Num::Float(acc.finish(values))));
         }
+        values.clear();
+        acc.reset();
+        acc.push(v, values);
+        let next = match buckets {
+            Buckets::Fixed(width) => b.saturating_add(width),
+            Buckets::Calendar { .. } => b,
+        };
+        open = Some((b, next));
     }
-    let reduce =
-        |(b, values): (i64, Vec<f64>)| (b, Num::Float(spec.function.apply(&values, false)));
+    if let Some((ob, _)) = open {
+        sink.push((ob, Num::Float(acc.finish(values))));
+    }
     let Some(fill) = fill_value else {
-        return Ok(filled.into_iter().map(reduce).collect());
+        return Ok(());
     };
+    if !any_point {
+        return Ok(());
+    }
     // Refuse before allocating (nominal widths; calendar months and DST days vary a little).
     if let Some(width) = spec.interval.nominal_ms().filter(|w| *w > 0) {
         let count = end.saturating_sub(first) / width + 1;
@@ -401,11 +565,11 @@ pub fn downsample(
             });
         }
     }
-    let mut out = Vec::new();
-    let mut present = filled.into_iter().peekable();
+    let base = out.len();
+    let mut present = present.into_iter().peekable();
     let mut b = first;
     while b <= end {
-        if out.len() as i64 >= MAX_FILL_BUCKETS {
+        if (out.len() - base) as i64 >= MAX_FILL_BUCKETS {
             return Err(Error::TooManyBuckets {
                 buckets: MAX_FILL_BUCKETS + 1,
                 limit: MAX_FILL_BUCKETS,
@@ -413,10 +577,10 @@ pub fn downsample(
         }
         // Calendar floors may fall off the stepped grid (weeks, years with count > 1): emit them.
         while let Some(bucket) = present.next_if(|(pb, _)| *pb < b) {
-            out.push(reduce(bucket));
+            out.push(bucket);
         }
         match present.next_if(|(pb, _)| *pb == b) {
-            Some(bucket) => out.push(reduce(bucket)),
+            Some(bucket) => out.push(bucket),
             None => out.push((b, Num::Float(fill))),
         }
         let next = buckets.next(b);
@@ -425,8 +589,8 @@ pub fn downsample(
         }
         b = next;
     }
-    out.extend(present.map(reduce));
-    Ok(out)
+    out.extend(present);
+    Ok(())
 }
 
 #[cfg(test)]

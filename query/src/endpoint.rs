@@ -3,11 +3,27 @@
 
 use strata_tsdb::Tsdb;
 
-use crate::error::Result;
+use crate::arrow::{ARROW_STREAM_CONTENT_TYPE, render_arrow, wants_arrow};
+use crate::error::{Error, Result};
 use crate::exec::execute_with_limits;
 use crate::model::{QueryLimits, TsQuery};
 use crate::output::{error_body, render};
 use crate::parse::{parse_get, parse_json, parse_query_string};
+
+/// The media type of the JSON answer and of every error body.
+pub const JSON_CONTENT_TYPE: &str = "application/json";
+
+/// An `/api/query` answer: status, media type and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryResponse {
+    /// HTTP status.
+    pub status: u16,
+    /// `Content-Type` of `body`: [`JSON_CONTENT_TYPE`] or
+    /// [`crate::ARROW_STREAM_CONTENT_TYPE`] (errors are always JSON).
+    pub content_type: &'static str,
+    /// The body.
+    pub body: Vec<u8>,
+}
 
 /// The HTTP verb of an `/api/query` request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,17 +105,52 @@ pub fn handle_query_method(
     now_ms: i64,
     limits: &QueryLimits,
 ) -> (u16, Vec<u8>) {
+    let r = handle_query_request(tsdb, method, query_string, None, body, now_ms, limits);
+    (r.status, r.body)
+}
+
+/// Answers `/api/query` in JSON or, when `format=arrow` is in the query string or `accept` (the
+/// request's `Accept` header) names [`crate::ARROW_STREAM_CONTENT_TYPE`], as an Arrow IPC stream
+/// (see [`crate::render_arrow`]). Errors are OpenTSDB's JSON error body in either case.
+pub fn handle_query_request(
+    tsdb: &Tsdb,
+    method: QueryMethod,
+    query_string: &str,
+    accept: Option<&str>,
+    body: &[u8],
+    now_ms: i64,
+    limits: &QueryLimits,
+) -> QueryResponse {
+    let arrow = wants_arrow(&parse_query_string(query_string), accept);
     let result = parse_request_method(method, query_string, body).and_then(|q| {
         let results = execute_with_limits(tsdb, &q, now_ms, limits)?;
-        Ok(render(&q, &results))
+        if arrow {
+            render_arrow(&q, &results)
+        } else {
+            Ok(render(&q, &results))
+        }
     });
     match result {
-        Ok(body) => (200, body),
-        Err(e) => {
-            if e.status() >= 500 {
-                tracing::error!(error = %e, "query failed");
-            }
-            (e.status(), error_body(&e))
-        }
+        Ok(body) => QueryResponse {
+            status: 200,
+            content_type: if arrow {
+                ARROW_STREAM_CONTENT_TYPE
+            } else {
+                JSON_CONTENT_TYPE
+            },
+            body,
+        },
+        Err(e) => error_response(&e),
+    }
+}
+
+fn error_response(e: &Error) -> QueryResponse {
+    if e.status() >= 500 {
+        tracing::error!(error = %e, "query failed");
+    }
+    QueryResponse {
+        status: e.status(),
+        content_type: JSON_CONTENT_TYPE,
+        body: error_body(e),
     }
 }

@@ -70,6 +70,20 @@ pub enum Error {
     /// Reading storage failed (HTTP 500).
     #[error("{0}")]
     Storage(String),
+    /// The query ran past [`crate::QueryLimits::timeout`] (HTTP 408, OpenTSDB's
+    /// `tsd.query.timeout` status).
+    #[error(
+        "Sorry, the query timed out after {elapsed_ms} ms, more than our limit of {limit_ms} ms. Please try filtering using more tags or decrease your time range."
+    )]
+    Timeout {
+        /// The configured limit, ms.
+        limit_ms: u64,
+        /// Time spent when the check fired, ms.
+        elapsed_ms: u64,
+    },
+    /// Writing an Arrow or Parquet result failed (HTTP 500).
+    #[error("Encoding the result failed: {0}")]
+    Encode(String),
 }
 
 /// How an error maps to an HTTP status class.
@@ -95,8 +109,9 @@ impl Error {
             | Error::UnsupportedFill
             | Error::BadRequest { .. }
             | Error::NoSuchName(_)
-            | Error::LimitExceeded(_) => ErrorKind::Client,
-            Error::Storage(_) => ErrorKind::Server,
+            | Error::LimitExceeded(_)
+            | Error::Timeout { .. } => ErrorKind::Client,
+            Error::Storage(_) | Error::Encode(_) => ErrorKind::Server,
         }
     }
 
@@ -104,7 +119,8 @@ impl Error {
     pub fn status(&self) -> u16 {
         match self {
             Error::LimitExceeded(_) => 413,
-            Error::Storage(_) => 500,
+            Error::Timeout { .. } => 408,
+            Error::Storage(_) | Error::Encode(_) => 500,
             _ => 400,
         }
     }

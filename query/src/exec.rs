@@ -1,15 +1,23 @@
 //! Query execution (§e.2): validate, resolve, read the scan window from the tsdb, then per series
 //! downsample → rate, group, aggregate with interpolation, and compute `tags`/`aggregateTags`.
+//!
+//! A sub-query over many series-hours splits its series over the available cores: each thread
+//! reads its share (`Tsdb::read_series`, its own snapshot) and runs the per-series stages on it;
+//! grouping and aggregation then run on the calling thread. Downsampling streams over the points
+//! read, with one scratch buffer per thread. The query timeout is checked between series and
+//! stages.
 
 use std::collections::BTreeSet;
 use std::str::FromStr;
 
 use chrono_tz::Tz;
-use strata_tsdb::{Filter, FilterKind, SeriesPoints, Tsdb, Tsuid, Uid, UidKind, Value};
+use roaring::RoaringBitmap;
+use strata_tsdb::{Annotation, Filter, FilterKind, Tsdb, Tsuid, Uid, UidKind, Value};
 
 use crate::aggregate::aggregate;
 use crate::aggregator::Aggregator;
-use crate::downsample::{DownsampleSpec, FillPolicy, downsample};
+use crate::deadline::Deadline;
+use crate::downsample::{DownsampleSpec, FillPolicy, downsample_into};
 use crate::error::{Error, Result};
 use crate::groupby::{TagMap, group_series, group_tags};
 use crate::model::{QueryLimits, SubQuery, TsQuery};
@@ -37,6 +45,11 @@ pub struct ResultGroup {
     pub nan_as_null: bool,
     /// Raw points read for the group's series.
     pub raw_points: usize,
+    /// Annotations of the group's series starting in the query's range, in start order
+    /// (unless `noAnnotations`).
+    pub annotations: Vec<Annotation>,
+    /// Global annotations starting in the query's range, when `globalAnnotations` is set.
+    pub global_annotations: Vec<Annotation>,
 }
 
 /// A validated query: parsed times, zone and per-sub-query plans.
@@ -157,6 +170,7 @@ pub fn execute_with_limits(
     now_ms: i64,
     limits: &QueryLimits,
 ) -> Result<Vec<ResultGroup>> {
+    let deadline = Deadline::start(limits.timeout);
     let plan = plan(q, now_ms)?;
     if q.delete && !limits.allow_delete {
         return Err(Error::BadRequest {
@@ -174,12 +188,49 @@ pub fn execute_with_limits(
             &plan,
             sp,
             q.delete,
-            limits,
+            (limits, &deadline),
             &mut total_points,
             &mut out,
         )?;
     }
+    if !q.delete {
+        attach_annotations(tsdb, q, &plan, &mut out)?;
+    }
     Ok(out)
+}
+
+/// Adds the annotations OpenTSDB returns with query results: each group's series annotations
+/// (unless `noAnnotations`) and, with `globalAnnotations`, the global ones on every group.
+fn attach_annotations(
+    tsdb: &Tsdb,
+    q: &TsQuery,
+    plan: &Plan,
+    out: &mut [ResultGroup],
+) -> Result<()> {
+    let global = if q.global_annotations {
+        tsdb.annotations(None, plan.start_ms, plan.end_ms)
+            .map_err(tsdb_error)?
+    } else {
+        Vec::new()
+    };
+    for r in out.iter_mut() {
+        if !q.no_annotations {
+            for tsuid in &r.tsuids {
+                r.annotations.extend(
+                    tsdb.annotations(Some(tsuid), plan.start_ms, plan.end_ms)
+                        .map_err(tsdb_error)?,
+                );
+            }
+            r.annotations.sort_by_key(|a| {
+                (
+                    strata_tsdb::annotation_time_ms(a.start_time),
+                    a.tsuid.clone(),
+                )
+            });
+        }
+        r.global_annotations.clone_from(&global);
+    }
+    Ok(())
 }
 
 /// Builds the tsdb filters of a sub-query, checking that literal values exist (§c.3).
@@ -206,8 +257,9 @@ fn build_filters(tsdb: &Tsdb, sub: &SubQuery) -> Result<Vec<Filter>> {
     Ok(filters)
 }
 
-/// Reads the series of a TSUID sub-query (all TSUIDs must share one metric).
-fn read_tsuids(tsdb: &Tsdb, sub: &SubQuery, ws: i64, we: i64) -> Result<Vec<SeriesPoints>> {
+/// The series ids of a TSUID sub-query (all TSUIDs must share one metric); `None` when none of
+/// them exists.
+fn tsuid_ids(tsdb: &Tsdb, sub: &SubQuery) -> Result<Option<RoaringBitmap>> {
     let mut metric_uid = None;
     let mut ids = Vec::new();
     for hex in &sub.tsuids {
@@ -226,19 +278,16 @@ fn read_tsuids(tsdb: &Tsdb, sub: &SubQuery, ws: i64, we: i64) -> Result<Vec<Seri
         }
     }
     let Some((m, _)) = metric_uid else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
     let metric = tsdb.uid_name(UidKind::Metric, m).map_err(tsdb_error)?;
     if ids.is_empty() {
-        return Ok(Vec::new());
+        return Ok(None);
     }
-    // The bitmap type comes from the tsdb: take the metric's set and keep only the wanted ids.
     let mut set = tsdb.find_series(&metric, &[]).map_err(tsdb_error)?;
     set.clear();
-    for id in ids {
-        set.insert(id);
-    }
-    tsdb.read_series(&set, ws, we).map_err(tsdb_error)
+    set.extend(ids);
+    Ok(Some(set))
 }
 
 fn to_num(v: Value) -> Num {
@@ -262,10 +311,11 @@ fn run_sub(
     plan: &Plan,
     sp: &SubPlan,
     delete: bool,
-    limits: &QueryLimits,
+    (limits, deadline): (&QueryLimits, &Deadline),
     total_points: &mut usize,
     out: &mut Vec<ResultGroup>,
 ) -> Result<()> {
+    deadline.check()?;
     let sub = &sp.sub;
     let (ws, we) = scan_window(
         plan.start_ms,
@@ -273,7 +323,7 @@ fn run_sub(
         sp.downsample.map(|d| d.interval),
     );
     let filters;
-    let mut series = if sub.tsuids.is_empty() {
+    let ids = if sub.tsuids.is_empty() {
         tsdb.uid(UidKind::Metric, &sub.metric).map_err(tsdb_error)?;
         filters = build_filters(tsdb, sub)?;
         let ids = tsdb
@@ -282,23 +332,33 @@ fn run_sub(
         if limits.max_series > 0 && ids.len() > limits.max_series as u64 {
             return Err(too_many_series(ids.len(), limits.max_series));
         }
-        tsdb.read_series(&ids, ws, we).map_err(tsdb_error)?
+        ids
     } else {
         filters = Vec::new();
-        read_tsuids(tsdb, sub, ws, we)?
+        match tsuid_ids(tsdb, sub)? {
+            Some(ids) => ids,
+            None => return Ok(()),
+        }
     };
-    if sub.explicit_tags {
-        let keys: BTreeSet<&str> = filters.iter().map(Filter::tagk).collect();
-        series.retain(|s| {
-            s.tags.len() == keys.len() && s.tags.iter().all(|(k, _)| keys.contains(k.as_str()))
-        });
-    }
-    series.retain(|s| !s.points.is_empty());
+    let explicit_keys: Option<BTreeSet<&str>> = sub
+        .explicit_tags
+        .then(|| filters.iter().map(Filter::tagk).collect());
+    let stage = Stage {
+        tsdb,
+        plan,
+        sp,
+        window: (ws, we),
+        explicit_keys: explicit_keys.as_ref(),
+        deadline,
+        threads: limits.threads,
+    };
+    let mut series = read_and_process(&stage, &ids)?;
+    deadline.check()?;
     if limits.max_series > 0 && series.len() > limits.max_series {
         return Err(too_many_series(series.len() as u64, limits.max_series));
     }
     for s in &series {
-        *total_points = total_points.saturating_add(s.points.len());
+        *total_points = total_points.saturating_add(s.raw_points);
     }
     if limits.max_data_points > 0 && *total_points > limits.max_data_points {
         return Err(Error::LimitExceeded(format!(
@@ -307,9 +367,8 @@ fn run_sub(
             limits.max_data_points
         )));
     }
-    if delete && let Some(first) = series.first() {
-        // The bitmap type comes from the tsdb: take the metric's set and keep the series read.
-        let mut set = tsdb.find_series(&first.metric, &[]).map_err(tsdb_error)?;
+    if delete && !series.is_empty() {
+        let mut set = ids.clone();
         set.clear();
         for s in &series {
             set.insert(s.id);
@@ -319,17 +378,10 @@ fn run_sub(
     }
     // OpenTSDB orders `none` results (and members within a group) by TSUID bytes.
     series.sort_by(|a, b| a.tsuid.cmp(&b.tsuid));
-    let mut processed: Vec<Vec<Point>> = Vec::with_capacity(series.len());
-    for s in &series {
-        let mut points: Vec<Point> = s.points.iter().map(|(t, v)| (*t, to_num(*v))).collect();
-        if let Some(ds) = &sp.downsample {
-            points = downsample(&points, ds, plan.start_ms, plan.end_ms, plan.tz)?;
-        }
-        if sub.rate {
-            points = rate(&points, &sub.rate_options);
-        }
-        processed.push(points);
-    }
+    let mut processed: Vec<Vec<Point>> = series
+        .iter_mut()
+        .map(|s| std::mem::take(&mut s.points))
+        .collect();
     let tags: Vec<TagMap> = series.iter().map(|s| tag_map(&s.tags)).collect();
     let groups: Vec<Vec<usize>> = if sp.aggregator == Aggregator::None {
         (0..series.len()).map(|i| vec![i]).collect()
@@ -354,20 +406,18 @@ fn run_sub(
     };
     let nan_as_null = sp.downsample.is_some_and(|d| d.fill == FillPolicy::Null);
     for members in groups {
-        let points = if sp.aggregator == Aggregator::None {
+        deadline.check()?;
+        let mut points = if sp.aggregator == Aggregator::None {
             members
                 .first()
-                .and_then(|i| processed.get(*i))
-                .cloned()
+                .and_then(|i| processed.get_mut(*i))
+                .map(std::mem::take)
                 .unwrap_or_default()
         } else {
             let refs: Vec<&[Point]> = members.iter().map(|i| processed[*i].as_slice()).collect();
             aggregate(&refs, sp.aggregator, sub.rate)
         };
-        let points: Vec<Point> = points
-            .into_iter()
-            .filter(|(t, _)| (plan.start_ms..=plan.end_ms).contains(t))
-            .collect();
+        points.retain(|(t, _)| (plan.start_ms..=plan.end_ms).contains(t));
         let gt = group_tags(members.iter().map(|i| &tags[*i]));
         let mut aggregate_tags = gt.aggregate_tags;
         aggregate_tags.sort_by_cached_key(|k| uid_key(tsdb, UidKind::Tagk, k));
@@ -384,10 +434,139 @@ fn run_sub(
             tsuids,
             points,
             nan_as_null,
-            raw_points: members.iter().map(|i| series[*i].points.len()).sum(),
+            raw_points: members.iter().map(|i| series[*i].raw_points).sum(),
+            annotations: Vec::new(),
+            global_annotations: Vec::new(),
         });
     }
     Ok(())
+}
+
+/// One series after the per-series stages (downsample, rate), with what the later stages need.
+#[derive(Debug)]
+struct Processed {
+    id: u32,
+    tsuid: Tsuid,
+    metric: String,
+    tags: Vec<(String, String)>,
+    /// Raw points read in the scan window.
+    raw_points: usize,
+    points: Vec<Point>,
+}
+
+/// What the per-series stages of one sub-query need.
+#[derive(Debug, Clone, Copy)]
+struct Stage<'a> {
+    tsdb: &'a Tsdb,
+    plan: &'a Plan,
+    sp: &'a SubPlan,
+    window: (i64, i64),
+    explicit_keys: Option<&'a BTreeSet<&'a str>>,
+    deadline: &'a Deadline,
+    /// Most threads (0: one per core).
+    threads: usize,
+}
+
+/// Reads with fewer series than this stay on the calling thread. A thread costs tens of
+/// microseconds; one series-hour (360 points at 10 s) takes a few to decode and downsample, so a
+/// split pays off from a few dozen series-hours per thread.
+const PARALLEL_MIN_SERIES_HOURS: u64 = 64;
+
+/// Reads the series `ids` and runs the per-series stages, split over up to
+/// `QueryLimits::threads` threads (at most one per core) (each reads and processes its share of the ids, in its own
+/// snapshot). Series left out by `explicitTags`, or with no point in the window, are dropped.
+fn read_and_process(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Processed>> {
+    let (ws, we) = stage.window;
+    let hours = u64::try_from((we - ws) / 3_600_000).unwrap_or(0).max(1);
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let threads = match stage.threads {
+        0 => cores,
+        n => n.min(cores),
+    }
+    .min(usize::try_from(ids.len()).unwrap_or(usize::MAX));
+    if threads < 2 || ids.len().saturating_mul(hours) < PARALLEL_MIN_SERIES_HOURS {
+        return read_chunk(stage, ids);
+    }
+    let per = ids.len().div_ceil(threads as u64);
+    let mut parts: Vec<RoaringBitmap> = Vec::with_capacity(threads);
+    for (n, id) in ids.iter().enumerate() {
+        if (n as u64).is_multiple_of(per) {
+            let mut part = ids.clone();
+            part.clear();
+            parts.push(part);
+        }
+        if let Some(part) = parts.last_mut() {
+            part.insert(id);
+        }
+    }
+    let results: Vec<Result<Vec<Processed>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .iter()
+            .skip(1)
+            .map(|part| scope.spawn(move || read_chunk(stage, part)))
+            .collect();
+        let first = parts
+            .first()
+            .map_or_else(|| Ok(Vec::new()), |p| read_chunk(stage, p));
+        std::iter::once(first)
+            .chain(handles.into_iter().map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Storage("a query worker panicked".to_owned())))
+            }))
+            .collect()
+    });
+    let mut out = Vec::new();
+    for r in results {
+        out.extend(r?);
+    }
+    Ok(out)
+}
+
+/// Reads `ids` and runs the per-series stages on this thread, checking the deadline between
+/// series.
+fn read_chunk(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Processed>> {
+    let (ws, we) = stage.window;
+    let (plan, sp) = (stage.plan, stage.sp);
+    let series = stage.tsdb.read_series(ids, ws, we).map_err(tsdb_error)?;
+    stage.deadline.check()?;
+    let mut scratch = Vec::new();
+    let mut out = Vec::with_capacity(series.len());
+    for s in series {
+        if let Some(keys) = stage.explicit_keys
+            && !(s.tags.len() == keys.len()
+                && s.tags.iter().all(|(k, _)| keys.contains(k.as_str())))
+        {
+            continue;
+        }
+        if s.points.is_empty() {
+            continue;
+        }
+        stage.deadline.check()?;
+        let mut points = Vec::new();
+        match &sp.downsample {
+            Some(ds) => downsample_into(
+                s.points.iter().map(|(t, v)| (*t, v.as_f64())),
+                ds,
+                (plan.start_ms, plan.end_ms),
+                plan.tz,
+                &mut scratch,
+                &mut points,
+            )?,
+            None => points.extend(s.points.iter().map(|(t, v)| (*t, to_num(*v)))),
+        }
+        if sp.sub.rate {
+            points = rate(&points, &sp.sub.rate_options);
+        }
+        out.push(Processed {
+            id: s.id,
+            tsuid: s.tsuid,
+            metric: s.metric,
+            tags: s.tags,
+            raw_points: s.points.len(),
+            points,
+        });
+    }
+    Ok(out)
 }
 
 fn too_many_series(count: u64, limit: usize) -> Error {

@@ -9,13 +9,18 @@
 //! `/api/query` end to end: `parse` (POST JSON, GET `m=`/`tsuid=`) builds a `model::TsQuery`,
 //! `exec` validates it and runs the stages over data read from the tsdb, `output` writes OpenTSDB's
 //! JSON, and `endpoint::handle_query` ties them together for the server (no HTTP types here).
+//! `arrow` writes the same result as an Arrow IPC stream, `export` as a Parquet file, and
+//! `deadline` enforces the query timeout.
 
 mod aggregate;
 mod aggregator;
+mod arrow;
+mod deadline;
 mod downsample;
 mod endpoint;
 mod error;
 mod exec;
+mod export;
 mod groupby;
 mod model;
 mod num;
@@ -27,16 +32,21 @@ mod window;
 
 pub use aggregate::aggregate;
 pub use aggregator::{Aggregator, Estimator, Interpolation, aggregator_names};
+pub use arrow::{ARROW_SERIES_METADATA, ARROW_STREAM_CONTENT_TYPE, render_arrow};
 pub use downsample::{CalendarUnit, DownsampleSpec, FillPolicy, Interval, downsample};
 pub use endpoint::{
-    QueryMethod, handle_query, handle_query_method, parse_request, parse_request_method,
+    JSON_CONTENT_TYPE, QueryMethod, QueryResponse, handle_query, handle_query_method,
+    handle_query_request, parse_request, parse_request_method,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use exec::{ResultGroup, execute, execute_with_limits};
+pub use export::{ExportSummary, PARQUET_CONTENT_TYPE, export_parquet, write_parquet};
 pub use groupby::{Group, GroupTags, TagMap, group_series, group_tags};
-pub use model::{FilterSpec, QueryLimits, SubQuery, TsQuery};
+pub use model::{
+    DEFAULT_QUERY_THREADS, DEFAULT_QUERY_TIMEOUT, FilterSpec, QueryLimits, SubQuery, TsQuery,
+};
 pub use num::{Num, Point};
-pub use output::{error_body, render};
+pub use output::{annotation_json, error_body, render};
 pub use parse::{parse_get, parse_json, parse_m, parse_query_string, parse_tsuid_param};
 pub use rate::{RateOptions, rate};
 pub use time::{parse_duration, parse_time, parse_time_range};

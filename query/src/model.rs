@@ -4,6 +4,7 @@
 //! the parsers stay simple and `validate` reports OpenTSDB's messages in OpenTSDB's order.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use crate::rate::RateOptions;
 
@@ -26,9 +27,9 @@ pub struct TsQuery {
     pub show_summary: bool,
     /// Add a `stats` object to each result (`showStats`).
     pub show_stats: bool,
-    /// Skip annotations (`noAnnotations`; accepted, annotations are not stored yet).
+    /// Skip the series annotations in results (`noAnnotations`).
     pub no_annotations: bool,
-    /// Include global annotations (`globalAnnotations`; accepted, none are stored yet).
+    /// Include the global annotations of the range in every result (`globalAnnotations`).
     pub global_annotations: bool,
     /// Delete the data read (`delete`, or the DELETE verb).
     pub delete: bool,
@@ -81,8 +82,8 @@ pub struct SubQuery {
 }
 
 /// Limits applied while executing a query. Zero means unlimited; the default allows everything but
-/// deletes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// deletes, and stops a query after [`DEFAULT_QUERY_TIMEOUT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueryLimits {
     /// Most series one sub-query may read.
     pub max_series: usize,
@@ -90,6 +91,33 @@ pub struct QueryLimits {
     pub max_data_points: usize,
     /// Whether `delete` is allowed (OpenTSDB's `tsd.http.query.allow_delete`).
     pub allow_delete: bool,
+    /// Longest a query may run (OpenTSDB's `tsd.query.timeout`); `None` means no limit. Checked
+    /// between stages and series, so a query may overrun it by one series' work.
+    pub timeout: Option<Duration>,
+    /// Most threads one sub-query reads and processes its series on; 0 means one per core.
+    pub threads: usize,
+}
+
+/// The default [`QueryLimits::timeout`]: a minute, long past any interactive use, short enough
+/// that a runaway query gives its thread back.
+pub const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The default [`QueryLimits::threads`]: one. Splitting a read over two threads made the 24 h
+/// devops Q2/Q4 benchmark slower on the 2-core test machine, where the read's allocations and
+/// page faults dominate and a server runs concurrent queries anyway; raise it on idle machines
+/// with many cores.
+pub const DEFAULT_QUERY_THREADS: usize = 1;
+
+impl Default for QueryLimits {
+    fn default() -> Self {
+        QueryLimits {
+            max_series: 0,
+            max_data_points: 0,
+            allow_delete: false,
+            timeout: Some(DEFAULT_QUERY_TIMEOUT),
+            threads: DEFAULT_QUERY_THREADS,
+        }
+    }
 }
 
 /// Converts one legacy tag value (JSON `tags`, URI braces) into a filter (§e.6): `*` is a grouping

@@ -6,9 +6,11 @@
 //! Strata difference (exception #5): without `msResolution` only the last point within each second
 //! is written, so keys are never duplicated.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use serde_json::json;
+use strata_tsdb::Annotation;
 
 use crate::error::Error;
 use crate::exec::ResultGroup;
@@ -22,16 +24,25 @@ fn push_str(out: &mut String, s: &str) {
 
 fn push_value(out: &mut String, v: Num, nan_as_null: bool) {
     match v {
-        Num::Int(i) => {
-            let _ = write!(out, "{i}");
-        }
+        Num::Int(i) => out.push_str(itoa::Buffer::new().format(i)),
         Num::Float(f) if f.is_nan() => out.push_str(if nan_as_null { "null" } else { "\"NaN\"" }),
         Num::Float(f) if f.is_infinite() => out.push_str(if f > 0.0 {
             "\"Infinity\""
         } else {
             "\"-Infinity\""
         }),
-        Num::Float(f) => out.push_str(&java_double(f)),
+        Num::Float(f) => push_double(out, f),
+    }
+}
+
+/// Appends a finite double as Java's `Double.toString` writes it (see [`java_double`]). The
+/// plain-decimal range is written by `ryu`, whose shortest round-trip digits and `d.d` form are
+/// Java's there.
+fn push_double(out: &mut String, v: f64) {
+    if v == 0.0 || (1e-3..1e7).contains(&v.abs()) {
+        out.push_str(ryu::Buffer::new().format_finite(v));
+    } else {
+        out.push_str(&java_double(v));
     }
 }
 
@@ -53,9 +64,9 @@ fn java_double(v: f64) -> String {
 }
 
 /// The points as written: ms keys, or second keys keeping the last point of each second.
-fn keyed_points(points: &[Point], ms: bool) -> Vec<Point> {
+pub(crate) fn keyed_points(points: &[Point], ms: bool) -> Cow<'_, [Point]> {
     if ms {
-        return points.to_vec();
+        return Cow::Borrowed(points);
     }
     let mut out: Vec<Point> = Vec::with_capacity(points.len());
     for (t, v) in points {
@@ -65,7 +76,7 @@ fn keyed_points(points: &[Point], ms: bool) -> Vec<Point> {
             _ => out.push((s, *v)),
         }
     }
-    out
+    Cow::Owned(out)
 }
 
 /// The sub-query echo for `showQuery`.
@@ -97,6 +108,26 @@ fn query_echo(sub: &SubQuery) -> serde_json::Value {
     })
 }
 
+/// OpenTSDB's JSON for an annotation (`custom` only when set).
+pub fn annotation_json(a: &Annotation) -> serde_json::Value {
+    let mut o = json!({
+        "tsuid": a.tsuid.clone().unwrap_or_default(),
+        "description": a.description,
+        "notes": a.notes,
+        "endTime": a.end_time,
+        "startTime": a.start_time,
+    });
+    if !a.custom.is_empty() {
+        o["custom"] = json!(a.custom);
+    }
+    o
+}
+
+fn push_annotations(out: &mut String, list: &[Annotation]) {
+    let list: Vec<serde_json::Value> = list.iter().map(annotation_json).collect();
+    out.push_str(&serde_json::Value::Array(list).to_string());
+}
+
 /// Writes the response array for `results` of query `q`.
 pub fn render(q: &TsQuery, results: &[ResultGroup]) -> Vec<u8> {
     let mut out = String::from("[");
@@ -122,19 +153,33 @@ pub fn render(q: &TsQuery, results: &[ResultGroup]) -> Vec<u8> {
             out.push_str(",\"tsuids\":");
             out.push_str(&serde_json::to_string(&r.tsuids).unwrap_or_else(|_| "[]".to_owned()));
         }
+        if !r.annotations.is_empty() {
+            out.push_str(",\"annotations\":");
+            push_annotations(&mut out, &r.annotations);
+        }
+        if !r.global_annotations.is_empty() {
+            out.push_str(",\"globalAnnotations\":");
+            push_annotations(&mut out, &r.global_annotations);
+        }
         out.push_str(",\"dps\":");
         let points = keyed_points(&r.points, q.ms_resolution);
         out.push(if q.arrays { '[' } else { '{' });
+        out.reserve(points.len() * 24);
+        let mut ts = itoa::Buffer::new();
         for (i, (t, v)) in points.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
             if q.arrays {
-                let _ = write!(out, "[{t},");
+                out.push('[');
+                out.push_str(ts.format(*t));
+                out.push(',');
                 push_value(&mut out, *v, r.nan_as_null);
                 out.push(']');
             } else {
-                let _ = write!(out, "\"{t}\":");
+                out.push('"');
+                out.push_str(ts.format(*t));
+                out.push_str("\":");
                 push_value(&mut out, *v, r.nan_as_null);
             }
         }
@@ -228,6 +273,20 @@ mod tests {
         ];
         for (v, want) in cases {
             assert_eq!(java_double(v), want, "{v}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The ryu fast path writes exactly what the `Display`-based conversion writes.
+        #[test]
+        fn push_double_is_java_double(bits in proptest::num::u64::ANY, small in -1e8f64..1e8) {
+            for v in [f64::from_bits(bits), small, (small * 100.0).round() / 100.0] {
+                if v.is_finite() {
+                    let mut s = String::new();
+                    push_double(&mut s, v);
+                    proptest::prop_assert_eq!(s, java_double(v));
+                }
+            }
         }
     }
 

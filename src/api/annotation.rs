@@ -300,17 +300,7 @@ fn list_global(tsdb: &Tsdb, query: &str) -> Resp {
 
 /// OpenTSDB's JSON for an annotation (`custom` only when set).
 pub(crate) fn note_json(a: &Annotation) -> Json {
-    let mut o = json!({
-        "tsuid": a.tsuid.clone().unwrap_or_default(),
-        "description": a.description,
-        "notes": a.notes,
-        "endTime": a.end_time,
-        "startTime": a.start_time,
-    });
-    if !a.custom.is_empty() {
-        o["custom"] = json!(a.custom);
-    }
-    o
+    strata_query::annotation_json(a)
 }
 
 fn missing_start() -> Resp {

@@ -13,8 +13,7 @@ use crate::http::{Resp, Shared, json_ok};
 /// OpenTSDB does.
 pub(crate) fn settings(shared: &Shared) -> BTreeMap<String, String> {
     let c = &shared.config;
-    // The server opens the tsdb with these defaults (see `main.rs`).
-    let t = strata_tsdb::TsdbOptions::default();
+    let t = shared.tsdb.options();
     let mut m = BTreeMap::new();
     let mut set = |k: &str, v: String| {
         m.insert(k.to_string(), v);

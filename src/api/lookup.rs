@@ -238,8 +238,24 @@ pub(crate) fn find(tsdb: &Tsdb, lookup: &Lookup) -> strata_tsdb::Result<Vec<Seri
     for k in any_value_keys {
         ids -= find(&[Filter::new(FilterKind::NotKey, k, "", false)?])?;
     }
-    let mut out = Vec::with_capacity(ids.len() as usize);
-    for id in ids {
+    // Sort by TSUID and cut at the limit before resolving names, so a wide match with a small
+    // limit resolves only what it returns. A `*=v` condition needs the names, so it is checked
+    // on the way and the cut waits until enough series passed it.
+    let mut tsuids: Vec<(strata_tsdb::Tsuid, u32)> = ids
+        .iter()
+        .filter_map(|id| tsdb.series_tsuid(id).map(|t| (t, id)))
+        .collect();
+    tsuids.sort_unstable();
+    let limit = if lookup.limit > 0 {
+        lookup.limit as usize
+    } else {
+        usize::MAX
+    };
+    let mut out = Vec::new();
+    for (_, id) in tsuids {
+        if out.len() >= limit {
+            break;
+        }
         let Some(info) = tsdb.series_info(id)? else {
             continue;
         };
@@ -252,10 +268,6 @@ pub(crate) fn find(tsdb: &Tsdb, lookup: &Lookup) -> strata_tsdb::Result<Vec<Seri
             continue;
         }
         out.push(info);
-    }
-    out.sort_unstable_by(|a, b| a.tsuid.cmp(&b.tsuid));
-    if lookup.limit > 0 {
-        out.truncate(lookup.limit as usize);
     }
     Ok(out)
 }

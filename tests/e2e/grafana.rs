@@ -444,7 +444,6 @@ fn annotation_query_is_answered() -> anyhow::Result<()> {
 }
 
 #[test]
-#[ignore = "needs annotations in /api/query results (Tsdb::annotations), which the lead adds"]
 fn annotation_query_returns_series_and_global_annotations() -> anyhow::Result<()> {
     let (server, end) = devops_server()?;
     annotate(&server, end)?;

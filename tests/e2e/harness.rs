@@ -73,6 +73,33 @@ impl Server {
         Ok(s)
     }
 
+    /// Sends one HTTP/1.1 request with extra header lines and returns (status, head, body
+    /// bytes); for binary answers.
+    pub(crate) fn http_bytes(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &str,
+        body: &[u8],
+    ) -> anyhow::Result<(u16, String, Vec<u8>)> {
+        let mut s = self.connect()?;
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes())?;
+        s.write_all(body)?;
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw)?;
+        let end = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .context("no header end")?;
+        let head = String::from_utf8(raw[..end].to_vec())?;
+        let status = head.split(' ').nth(1).context("no status")?.parse()?;
+        Ok((status, head, raw[end + 4..].to_vec()))
+    }
+
     /// Sends one HTTP/1.1 request and returns (status, body).
     pub(crate) fn http(
         &self,

@@ -3,6 +3,7 @@
 
 mod api;
 mod cli;
+mod export;
 mod grafana;
 mod harness;
 mod http_put;

@@ -216,5 +216,39 @@ mod prop {
                 values.iter().enumerate().map(|(i, v)| (T + i as i64, Num::Int(v.0 + v.1))).collect();
             prop_assert_eq!(aggregate(&[&a, &b], agg("sum"), false), expect);
         }
+
+        /// The aligned fast path gives exactly what the general merge-and-interpolate path gives.
+        #[test]
+        fn aligned_fast_path_equals_general(
+            rows in proptest::collection::vec(
+                proptest::collection::vec((any::<bool>(), -50i64..50), 3), 1..30),
+            name in proptest::sample::select(crate::aggregator::aggregator_names().collect::<Vec<_>>()),
+            rate in any::<bool>(),
+        ) {
+            let series: Vec<Vec<Point>> = (0..3)
+                .map(|j| {
+                    rows.iter()
+                        .enumerate()
+                        .map(|(i, r)| {
+                            let (int, v) = r[j];
+                            let v = if int { Num::Int(v) } else { Num::Float(v as f64 / 4.0) };
+                            (T + i as i64 * 1000, v)
+                        })
+                        .collect()
+                })
+                .collect();
+            let refs: Vec<&[Point]> = series.iter().map(Vec::as_slice).collect();
+            let fast = aggregate(&refs, agg(name), rate);
+            let general = aggregate_general(&refs, agg(name), rate);
+            let bits = |v: &[Point]| -> Vec<(i64, bool, u64)> {
+                v.iter()
+                    .map(|(t, n)| match n {
+                        Num::Int(i) => (*t, true, *i as u64),
+                        Num::Float(f) => (*t, false, f.to_bits()),
+                    })
+                    .collect()
+            };
+            prop_assert_eq!(bits(&fast), bits(&general));
+        }
     }
 }

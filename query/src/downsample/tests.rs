@@ -407,3 +407,63 @@ fn calendar_fill_bucket_limit() {
     );
     assert!(matches!(out, Err(Error::TooManyBuckets { .. })));
 }
+
+mod fold_prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The reference: points grouped by fixed bucket, each bucket given to `apply`.
+    fn reference(points: &[Point], width: i64, function: Aggregator) -> Vec<(i64, u64)> {
+        let mut groups: Vec<(i64, Vec<f64>)> = Vec::new();
+        for (t, v) in points {
+            let b = t - t.rem_euclid(width);
+            match groups.last_mut() {
+                Some((lb, vs)) if *lb == b => vs.push(v.to_f64()),
+                _ => groups.push((b, vec![v.to_f64()])),
+            }
+        }
+        groups
+            .into_iter()
+            .map(|(b, vs)| (b, function.apply(&vs, false).to_bits()))
+            .collect()
+    }
+
+    proptest! {
+        /// Folding bucket by bucket gives bit for bit what `apply` over the bucket gives, NaNs
+        /// and signed zeros included, for every downsampling function.
+        #[test]
+        fn folds_equal_apply(
+            offsets in proptest::collection::btree_set(0i64..600_000, 1..80),
+            raw in proptest::collection::vec((0u8..6, -20i64..20), 80),
+            name in proptest::sample::select(
+                crate::aggregator::aggregator_names().filter(|n| *n != "none").collect::<Vec<_>>()),
+        ) {
+            let points: Vec<Point> = offsets
+                .iter()
+                .zip(&raw)
+                .map(|(o, (kind, v))| {
+                    let value = match kind {
+                        0 => Num::Float(f64::NAN),
+                        1 => Num::Float(-0.0),
+                        2 => Num::Int(*v),
+                        _ => Num::Float(*v as f64 / 8.0),
+                    };
+                    (T + o, value)
+                })
+                .collect();
+            let function = Aggregator::from_name(name).unwrap();
+            let spec = DownsampleSpec { interval: Interval::Fixed(MIN), function, fill: FillPolicy::None };
+            let got: Vec<(i64, u64)> = downsample(&points, &spec, T, T + 600_000, UTC)
+                .unwrap()
+                .into_iter()
+                .map(|(t, v)| (t, v.to_f64().to_bits()))
+                .collect();
+            prop_assert_eq!(got, reference(&points, MIN, function));
+            let all = DownsampleSpec { interval: Interval::All, function, fill: FillPolicy::None };
+            let got = downsample(&points, &all, T, T + 600_000, UTC).unwrap();
+            let values: Vec<f64> = points.iter().map(|p| p.1.to_f64()).collect();
+            prop_assert_eq!(got.len(), 1);
+            prop_assert_eq!(got[0].1.to_f64().to_bits(), function.apply(&values, false).to_bits());
+        }
+    }
+}

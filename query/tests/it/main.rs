@@ -1,3 +1,5 @@
 //! Integration tests of strata-query against a real tsdb in a temporary directory.
 
 mod api_query;
+mod formats;
+mod parallel;
