@@ -1,18 +1,27 @@
-//! strata-engine against fjall, a mature pure-Rust LSM, with the same durability settings
-//! (WAL/journal fsynced in the background, never per write).
+//! strata-engine against fjall, a mature pure-Rust LSM, with the same durability settings:
+//! every write reaches the OS before it returns (Strata writes each commit group to its WAL;
+//! fjall's default `PersistMode::Buffer` flushes its journal buffer per write or batch), and
+//! the log is fsynced every 100 ms in the background, never per write (Strata's
+//! `SyncPolicy::Interval`; for fjall, which has no timed fsync of its own, a thread here calls
+//! `Database::persist(SyncData)` at the same interval). Both get the same block cache budget
+//! (Strata's default, 256 MiB). Other settings are each engine's defaults.
 //!
 //! Cases: a time-series-shaped write (4,000 rows, each receiving cells appended in time order),
 //! random single-cell writes, point gets (hit and miss) and a prefix scan.
 //!
 //! Run: `cargo bench -p strata-benches --bench engine_vs_fjall`
+//! `STRATA_BENCH_FJALL_SYNCER=0` leaves out fjall's background fsync (to see what it costs);
+//! `STRATA_BENCH_CACHE_MB` sets both engines' block cache (default 256).
 //! Sizes: `STRATA_BENCH_GET_CELLS` (default 10,000,000) and `STRATA_BENCH_SCAN_CELLS`
 //! (default 1,000,000) set the data set of the get and scan cases.
 
 use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use strata_engine::{Db, DbOptions, ScanOptions, SyncPolicy, Table, TableOptions, WriteBatch};
 
@@ -22,6 +31,12 @@ const TS_ROWS: u32 = 4_000;
 const TS_CELLS_PER_ROW: u32 = 10;
 /// Cells per write batch, about what one ingest connection groups.
 const BATCH: usize = 1_000;
+/// The background fsync interval of both engines.
+const SYNC_EVERY: Duration = Duration::from_millis(100);
+/// The block cache of both engines: Strata's default, unless `STRATA_BENCH_CACHE_MB` says.
+fn cache_bytes() -> usize {
+    env_usize("STRATA_BENCH_CACHE_MB", 256) << 20
+}
 /// Value size: a raw time-series cell is a flag byte plus up to 8 bytes.
 const VALUE: &[u8] = &[0x0b, 0x42, 0x2a, 0x00, 0x00];
 
@@ -56,7 +71,8 @@ struct Strata {
 fn strata() -> Strata {
     let dir = tempfile::tempdir().expect("tempdir");
     let opts = DbOptions {
-        sync: SyncPolicy::Interval(Duration::from_millis(100)),
+        sync: SyncPolicy::Interval(SYNC_EVERY),
+        block_cache_bytes: cache_bytes(),
         ..DbOptions::default()
     };
     let db = Db::open(dir.path(), opts).expect("open strata");
@@ -69,6 +85,8 @@ fn strata() -> Strata {
 }
 
 struct Fjall {
+    // Declared first so that it stops before the database is dropped.
+    _syncer: Syncer,
     db: Database,
     ks: Keyspace,
     _dir: tempfile::TempDir,
@@ -76,11 +94,56 @@ struct Fjall {
 
 fn fjall() -> Fjall {
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = Database::builder(dir.path()).open().expect("open fjall");
+    let db = Database::builder(dir.path())
+        .cache_size(cache_bytes() as u64)
+        .open()
+        .expect("open fjall");
     let ks = db
         .keyspace("t", KeyspaceCreateOptions::default)
         .expect("keyspace");
-    Fjall { db, ks, _dir: dir }
+    Fjall {
+        _syncer: Syncer::spawn(&db),
+        db,
+        ks,
+        _dir: dir,
+    }
+}
+
+/// fsyncs fjall's journal every [`SYNC_EVERY`], as Strata's `SyncPolicy::Interval` does for
+/// its WAL; stops (and joins) when dropped.
+struct Syncer {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Syncer {
+    fn spawn(db: &Database) -> Syncer {
+        let stop = Arc::new(AtomicBool::new(false));
+        if env_usize("STRATA_BENCH_FJALL_SYNCER", 1) == 0 {
+            return Syncer { stop, thread: None };
+        }
+        let (db, flag) = (db.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                std::thread::sleep(SYNC_EVERY);
+                db.persist(PersistMode::SyncData)
+                    .expect("fjall background fsync");
+            }
+        });
+        Syncer {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Syncer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// fjall has no columns: a cell's key is rowkey ‖ column, which sorts the same way.

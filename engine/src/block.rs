@@ -29,6 +29,10 @@
 //!    restart array. A non-empty block has `restart_count >= 1` and `restarts[0] == 0`.
 //! 3. `shared` never exceeds the previous key's length; `row_len` never exceeds the key length.
 //! 4. An empty block is just `restart_count = 0`.
+//! 5. Since SST format version 2, writers never share column bytes: `shared <= row_len`, so an
+//!    entry's whole column lies in its unshared bytes. Readers accept blocks without this
+//!    property (version 1 files) and copy such columns; with it, the column is a slice of the
+//!    block, like the value.
 //!
 //! On disk a block is stored compressed with a trailer; see [`trailer`].
 #![cfg_attr(
@@ -46,7 +50,9 @@ use bytes::Bytes;
 pub(crate) use iter::{BlockIter, BlockRevIter};
 
 use crate::error::{Error, Result};
-use crate::key::{Entry, EntryKind, InternalKey, get_varint, put_varint, take, usize_len};
+#[cfg(test)]
+use crate::key::get_varint;
+use crate::key::{Entry, EntryKind, InternalKey, put_varint, take, usize_len};
 
 /// Entries between restart points. 16 keeps a seek's linear scan short while the restart array
 /// stays under 2% of a block of small time-series cells.
@@ -74,10 +80,13 @@ impl BlockBuilder {
             self.restarts.push(self.buf.len() as u32);
             0
         } else {
+            // Rule 5: never share column bytes, so that readers can slice columns out of
+            // the block instead of copying them.
             let full = key.row.iter().chain(key.column.iter());
             full.zip(self.last_key.iter())
                 .take_while(|(a, b)| a == b)
                 .count()
+                .min(key.row.len())
         };
         self.last_key.clear();
         self.last_key.extend_from_slice(&key.row);
@@ -130,12 +139,46 @@ pub(crate) struct Block {
     offset: u64,
 }
 
-/// One decoded entry plus where the next one starts.
-#[derive(Debug)]
-pub(crate) struct Decoded {
-    pub(crate) entry: Entry,
-    pub(crate) next: usize,
+/// One entry decoded in place: its key bytes are in the caller's buffer, its column and value
+/// are ranges of the block, nothing is copied.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawEntry {
+    /// Key bytes shared with the previous entry.
+    pub(crate) shared: usize,
+    /// Length of the row part of the key bytes.
+    pub(crate) row_len: usize,
+    pub(crate) kind: EntryKind,
+    pub(crate) seq: u64,
+    pub(crate) write_ms: u64,
+    /// Where the unshared key bytes start in the block, and where they end.
+    pub(crate) suffix: (usize, usize),
+    /// Where the value starts in the block, and where it ends (= the next entry).
+    pub(crate) value: (usize, usize),
 }
+
+impl RawEntry {
+    /// The key as the tuple [`InternalKey::cmp_parts`] takes, given its key bytes.
+    pub(crate) fn parts<'k>(&self, key: &'k [u8]) -> (&'k [u8], &'k [u8], u64, EntryKind) {
+        (
+            &key[..self.row_len],
+            &key[self.row_len..],
+            self.seq,
+            self.kind,
+        )
+    }
+
+    /// Offset of the next entry.
+    pub(crate) fn next(&self) -> usize {
+        self.value.1
+    }
+}
+
+/// An entry decoded in place, as iterators hand it out: the entry, its key bytes, whether its
+/// row is that of the entry decoded before it in the same block, and the block.
+pub(crate) type RawNext<'a> = (RawEntry, &'a [u8], bool, &'a Block);
+
+/// A key given by parts, as [`InternalKey::cmp_parts`] takes it.
+pub(crate) type KeyParts<'a> = (&'a [u8], &'a [u8], u64, EntryKind);
 
 impl Block {
     /// Checks the restart array of `data` (the uncompressed block at `offset` of `file`).
@@ -199,26 +242,30 @@ impl Block {
         )
     }
 
-    /// Decodes the entry at `at`, whose predecessor's key bytes are in `key` (updated in place).
-    pub(crate) fn decode_at(&self, at: usize, key: &mut Vec<u8>) -> Result<Decoded> {
+    /// Decodes the entry at `at` without copying anything but its key bytes: `prev` holds the
+    /// previous entry's key bytes (empty at a restart point) and `key` receives this entry's.
+    pub(crate) fn decode_raw(&self, at: usize, prev: &[u8], key: &mut Vec<u8>) -> Result<RawEntry> {
+        let end = self.restarts_at;
         let mut buf = self
             .data
-            .get(at..self.restarts_at)
+            .get(at..end)
             .ok_or_else(|| self.corruption(at, "entry offset out of range"))?;
         let fail = |d: &str| self.corruption(at, d);
-        let shared = usize_len(get_varint(&mut buf).map_err(fail)?).map_err(fail)?;
-        let unshared = usize_len(get_varint(&mut buf).map_err(fail)?).map_err(fail)?;
-        let row_len = usize_len(get_varint(&mut buf).map_err(fail)?).map_err(fail)?;
+        let shared = varint_len(&mut buf).map_err(fail)?;
+        let unshared = varint_len(&mut buf).map_err(fail)?;
+        let row_len = varint_len(&mut buf).map_err(fail)?;
         let kind_byte = take(&mut buf, 1).map_err(fail)?[0];
         let kind = EntryKind::from_code(kind_byte).ok_or_else(|| fail("unknown entry kind"))?;
-        let seq = get_varint(&mut buf).map_err(fail)?;
-        let write_ms = get_varint(&mut buf).map_err(fail)?;
-        let value_len = usize_len(get_varint(&mut buf).map_err(fail)?).map_err(fail)?;
-        if shared > key.len() {
+        let seq = varint(&mut buf).map_err(fail)?;
+        let write_ms = varint(&mut buf).map_err(fail)?;
+        let value_len = varint_len(&mut buf).map_err(fail)?;
+        if shared > prev.len() {
             return Err(fail("shared prefix longer than the previous key"));
         }
+        let suffix_start = end - buf.len();
         let suffix = take(&mut buf, unshared).map_err(fail)?;
-        key.truncate(shared);
+        key.clear();
+        key.extend_from_slice(&prev[..shared]);
         key.extend_from_slice(suffix);
         if row_len > key.len() {
             return Err(fail("row length longer than the key"));
@@ -226,37 +273,100 @@ impl Block {
         if kind == EntryKind::DeleteRow && row_len != key.len() {
             return Err(fail("row tombstone with a column"));
         }
-        let value_start = self.restarts_at - buf.len();
+        let value_start = end - buf.len();
         take(&mut buf, value_len).map_err(fail)?;
-        let next = self.restarts_at - buf.len();
-        let entry = Entry {
-            key: InternalKey::new(
-                Bytes::copy_from_slice(&key[..row_len]),
-                Bytes::copy_from_slice(&key[row_len..]),
-                seq,
-                kind,
-            ),
+        Ok(RawEntry {
+            shared,
+            row_len,
+            kind,
+            seq,
             write_ms,
-            value: self.data.slice(value_start..next),
+            suffix: (suffix_start, suffix_start + unshared),
+            value: (value_start, end - buf.len()),
+        })
+    }
+
+    /// The entry `raw` with key bytes `key` as an [`Entry`]. The value, and the column when
+    /// the whole column lies in the unshared bytes, are slices of the block; `row` holds the
+    /// previous entry's row and is reused (or replaced) so that a row's cells share one copy.
+    /// With `same_row`, the caller knows `row` already holds this entry's row.
+    pub(crate) fn entry(
+        &self,
+        raw: &RawEntry,
+        key: &[u8],
+        row: &mut Bytes,
+        same_row: bool,
+    ) -> Entry {
+        let row_bytes = &key[..raw.row_len];
+        if !same_row && row[..] != *row_bytes {
+            *row = if raw.shared == 0 {
+                self.data.slice(raw.suffix.0..raw.suffix.0 + raw.row_len)
+            } else {
+                Bytes::copy_from_slice(row_bytes)
+            };
+        }
+        let column = if raw.row_len == key.len() {
+            Bytes::new()
+        } else if raw.shared <= raw.row_len {
+            self.data
+                .slice(raw.suffix.0 + (raw.row_len - raw.shared)..raw.suffix.1)
+        } else {
+            Bytes::copy_from_slice(&key[raw.row_len..])
         };
-        Ok(Decoded { entry, next })
+        Entry {
+            key: InternalKey {
+                row: row.clone(),
+                column,
+                seq: raw.seq,
+                kind: raw.kind,
+            },
+            write_ms: raw.write_ms,
+            value: self.data.slice(raw.value.0..raw.value.1),
+        }
+    }
+
+    /// The row of `raw` (key bytes `key`): a slice of the block when it is all in the
+    /// unshared bytes, else a copy.
+    pub(crate) fn row(&self, raw: &RawEntry, key: &[u8]) -> Bytes {
+        if raw.shared == 0 {
+            self.data.slice(raw.suffix.0..raw.suffix.0 + raw.row_len)
+        } else {
+            Bytes::copy_from_slice(&key[..raw.row_len])
+        }
+    }
+
+    /// The column of `raw` (key bytes `key`): a slice of the block when it is all in the
+    /// unshared bytes (always, since format version 2), else a copy.
+    pub(crate) fn column(&self, raw: &RawEntry, key: &[u8]) -> Bytes {
+        if raw.row_len == key.len() {
+            Bytes::new()
+        } else if raw.shared <= raw.row_len {
+            self.data
+                .slice(raw.suffix.0 + (raw.row_len - raw.shared)..raw.suffix.1)
+        } else {
+            Bytes::copy_from_slice(&key[raw.row_len..])
+        }
+    }
+
+    /// The value of `raw` as a slice of the block.
+    pub(crate) fn value(&self, raw: &RawEntry) -> Bytes {
+        self.data.slice(raw.value.0..raw.value.1)
     }
 
     /// Index of the last restart point whose key is `< target` (or `<= target` with
-    /// `inclusive`), or `None` if every restart key is greater.
+    /// `inclusive`), or `None` if every restart key is greater. `key` is scratch space.
     pub(crate) fn restart_before(
         &self,
-        target: &InternalKey,
+        target: KeyParts<'_>,
         inclusive: bool,
+        key: &mut Vec<u8>,
     ) -> Result<Option<usize>> {
         // Binary search for the first restart whose key is past the bound.
         let (mut lo, mut hi) = (0, self.num_restarts);
-        let mut key = Vec::new();
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            key.clear();
-            let d = self.decode_at(self.restart(mid), &mut key)?;
-            let ord = d.entry.key.cmp(target);
+            let raw = self.decode_raw(self.restart(mid), &[], key)?;
+            let ord = InternalKey::cmp_parts(raw.parts(key), target);
             let before = ord.is_lt() || (inclusive && ord.is_eq());
             if before {
                 lo = mid + 1;
@@ -275,33 +385,77 @@ impl Block {
             self.restarts_at
         };
         let mut at = self.restart(i);
-        let mut key = Vec::new();
+        let (mut key, mut prev) = (Vec::new(), Vec::new());
+        let mut last: Option<RawEntry> = None;
+        let mut row = Bytes::new();
         let mut out = Vec::with_capacity(RESTART_INTERVAL);
         while at < end {
-            let d = self.decode_at(at, &mut key)?;
-            if d.next > end {
+            std::mem::swap(&mut key, &mut prev);
+            let raw = self.decode_raw(at, &prev, &mut key)?;
+            if raw.next() > end {
                 return Err(self.corruption(at, "entry crosses a restart point"));
             }
-            check_order(out.last(), &d.entry, || {
-                self.corruption(at, "keys out of order")
-            })?;
-            out.push(d.entry);
-            at = d.next;
+            if let Some(p) = &last {
+                check_order(p, &prev, &raw, &key, || {
+                    self.corruption(at, "keys out of order")
+                })?;
+            }
+            out.push(self.entry(&raw, &key, &mut row, false));
+            last = Some(raw);
+            at = raw.next();
         }
         Ok(out)
     }
 }
 
-/// Fails unless `prev < next`.
+/// Fails unless the key of `prev` (bytes `prev_key`) is below the key of `next`.
 pub(crate) fn check_order(
-    prev: Option<&Entry>,
-    next: &Entry,
+    prev: &RawEntry,
+    prev_key: &[u8],
+    next: &RawEntry,
+    next_key: &[u8],
     err: impl FnOnce() -> Error,
 ) -> Result<()> {
-    match prev {
-        Some(p) if p.key >= next.key => Err(err()),
-        _ => Ok(()),
+    if InternalKey::cmp_parts(prev.parts(prev_key), next.parts(next_key)).is_lt() {
+        Ok(())
+    } else {
+        Err(err())
     }
+}
+
+/// A LEB128 varint, inlined, with a fast path for the one-byte case; the same checks as
+/// `key::get_varint`.
+#[inline]
+fn varint(buf: &mut &[u8]) -> std::result::Result<u64, &'static str> {
+    let b = *buf;
+    if let Some(&x) = b.first()
+        && x < 0x80
+    {
+        *buf = &b[1..];
+        return Ok(u64::from(x));
+    }
+    let mut v = 0u64;
+    for (i, &byte) in b.iter().take(10).enumerate() {
+        if i == 9 && byte > 1 {
+            return Err("varint overflows u64");
+        }
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        if byte < 0x80 {
+            *buf = &b[i + 1..];
+            return Ok(v);
+        }
+    }
+    Err(if b.len() < 10 {
+        "truncated varint"
+    } else {
+        "varint longer than 10 bytes"
+    })
+}
+
+/// A varint that is a length.
+#[inline]
+fn varint_len(buf: &mut &[u8]) -> std::result::Result<usize, &'static str> {
+    usize_len(varint(buf)?)
 }
 
 fn be_u32(b: &[u8]) -> u32 {

@@ -1,15 +1,22 @@
 //! The block cache shared by every open SST.
 //!
 //! Keyed by (file id, block offset), it holds verified, decoded blocks of any kind (data blocks,
-//! and the decoded index and filters of each file) and is bounded by the bytes charged for them. It is split into shards, each a mutex around a small LRU (a hash map plus a
-//! recency-ordered map), so concurrent readers rarely contend.
+//! and the decoded index and filters of each file) and is bounded by the bytes charged for them.
+//! It is split into shards so that concurrent readers rarely contend.
+//!
+//! Eviction is least-recently-used, kept lazily so that a hit only takes a shard's read lock:
+//! a hit stamps the entry with a tick from a global counter. Each shard keeps a recency map from
+//! tick to key holding the tick each entry was last *recorded* under; eviction pops the oldest
+//! record and, if the entry was used since (its stamp is newer), records it again under the
+//! stamp instead of evicting it. The entry evicted is thus always the least recently used.
 
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 
 /// Number of shards. 16 keeps contention low on the few cores a node has while each shard of a
 /// small cache still holds many 64 KiB blocks.
@@ -30,6 +37,27 @@ pub(crate) struct BlockKey {
     pub(crate) offset: u64,
 }
 
+/// A multiply-rotate hash for [`BlockKey`]s: they are not attacker-chosen, so SipHash's cost
+/// buys nothing on this hot path.
+#[derive(Debug, Default, Clone, Copy)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(26) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
 /// Counters of a [`BlockCache`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct CacheStats {
@@ -46,20 +74,30 @@ pub(crate) struct CacheStats {
 /// A byte-bounded, sharded LRU cache of blocks.
 #[derive(Debug)]
 pub(crate) struct BlockCache {
-    shards: Vec<Mutex<Shard>>,
+    shards: Vec<RwLock<Shard>>,
     shard_capacity: usize,
+    /// The recency clock: every hit and insertion takes the next tick.
+    clock: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
 }
 
+#[derive(Debug)]
+struct Slot {
+    value: CacheValue,
+    charge: usize,
+    /// The tick of the last use.
+    used: AtomicU64,
+    /// The tick this slot is recorded under in the shard's recency map.
+    recorded: u64,
+}
+
 #[derive(Debug, Default)]
 struct Shard {
-    /// Key → (value, charge, recency tick).
-    map: HashMap<BlockKey, (CacheValue, usize, u64)>,
-    /// Recency tick → key; the smallest tick is the least recently used.
+    map: HashMap<BlockKey, Slot, BuildHasherDefault<KeyHasher>>,
+    /// Recorded tick → key; the smallest is the oldest record (possibly used since).
     lru: BTreeMap<u64, BlockKey>,
-    tick: u64,
     used: usize,
 }
 
@@ -67,15 +105,16 @@ impl BlockCache {
     /// A cache that holds about `capacity_bytes` of blocks.
     pub(crate) fn new(capacity_bytes: usize) -> BlockCache {
         BlockCache {
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
             shard_capacity: capacity_bytes / SHARDS,
+            clock: AtomicU64::new(0),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
         }
     }
 
-    fn shard(&self, key: &BlockKey) -> &Mutex<Shard> {
+    fn shard(&self, key: &BlockKey) -> &RwLock<Shard> {
         let mix = key
             .file_id
             .wrapping_mul(0x9e37_79b9_7f4a_7c15)
@@ -83,29 +122,25 @@ impl BlockCache {
         &self.shards[(mix % SHARDS as u64) as usize]
     }
 
+    fn tick(&self) -> u64 {
+        self.clock.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
     /// The cached block, marking it recently used.
     pub(crate) fn get(&self, key: &BlockKey) -> Option<CacheValue> {
-        let mut shard = self.shard(key).lock();
-        shard.tick += 1;
-        let tick = shard.tick;
-        let found = shard.map.get_mut(key).map(|(value, _, t)| {
-            let old = std::mem::replace(t, tick);
-            (value.clone(), old)
+        let shard = self.shard(key).read();
+        let found = shard.map.get(key).map(|slot| {
+            slot.used.store(self.tick(), Ordering::Relaxed);
+            slot.value.clone()
         });
-        match found {
-            Some((value, old)) => {
-                shard.lru.remove(&old);
-                shard.lru.insert(tick, *key);
-                drop(shard);
-                self.hits.fetch_add(1, Ordering::Relaxed);
-                Some(value)
-            }
-            None => {
-                drop(shard);
-                self.misses.fetch_add(1, Ordering::Relaxed);
-                None
-            }
-        }
+        drop(shard);
+        let counter = if found.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
     }
 
     /// Caches a value charged at `bytes`, evicting least recently used values to stay within
@@ -115,39 +150,55 @@ impl BlockCache {
         if charge > self.shard_capacity {
             return;
         }
-        let mut shard = self.shard(&key).lock();
-        shard.tick += 1;
-        let tick = shard.tick;
-        if let Some((_, old_charge, old_tick)) = shard.map.insert(key, (value, charge, tick)) {
-            shard.lru.remove(&old_tick);
-            shard.used -= old_charge;
+        let mut guard = self.shard(&key).write();
+        let shard = &mut *guard;
+        let tick = self.tick();
+        let slot = Slot {
+            value,
+            charge,
+            used: AtomicU64::new(tick),
+            recorded: tick,
+        };
+        if let Some(old) = shard.map.insert(key, slot) {
+            shard.lru.remove(&old.recorded);
+            shard.used -= old.charge;
         }
         shard.lru.insert(tick, key);
         shard.used += charge;
         let mut evicted = 0;
         while shard.used > self.shard_capacity {
-            let Some((_, victim)) = shard.lru.pop_first() else {
+            let Some((recorded, victim)) = shard.lru.pop_first() else {
                 break;
             };
-            if let Some((_, charge, _)) = shard.map.remove(&victim) {
-                shard.used -= charge;
+            let Some(slot) = shard.map.get_mut(&victim) else {
+                continue;
+            };
+            let last_use = slot.used.load(Ordering::Relaxed);
+            if last_use > recorded {
+                // Used since it was recorded: record it again, as of its last use.
+                slot.recorded = last_use;
+                shard.lru.insert(last_use, victim);
+                continue;
+            }
+            if let Some(slot) = shard.map.remove(&victim) {
+                shard.used -= slot.charge;
                 evicted += 1;
             }
         }
-        drop(shard);
+        drop(guard);
         self.evictions.fetch_add(evicted, Ordering::Relaxed);
     }
 
     /// Drops every block of `file_id` (when the file is deleted).
     pub(crate) fn evict_file(&self, file_id: u64) {
         for shard in &self.shards {
-            let mut shard = shard.lock();
-            let Shard { map, lru, used, .. } = &mut *shard;
-            map.retain(|k, (_, charge, tick)| {
+            let mut shard = shard.write();
+            let Shard { map, lru, used } = &mut *shard;
+            map.retain(|k, slot| {
                 let keep = k.file_id != file_id;
                 if !keep {
-                    lru.remove(tick);
-                    *used -= *charge;
+                    lru.remove(&slot.recorded);
+                    *used -= slot.charge;
                 }
                 keep
             });
@@ -156,7 +207,7 @@ impl BlockCache {
 
     /// A snapshot of the counters.
     pub(crate) fn stats(&self) -> CacheStats {
-        let used: usize = self.shards.iter().map(|s| s.lock().used).sum();
+        let used: usize = self.shards.iter().map(|s| s.read().used).sum();
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
@@ -203,5 +254,25 @@ mod tests {
         // Too large for a shard: not cached.
         cache.insert(key(2, 0), block, 2000);
         assert!(cache.get(&key(2, 0)).is_none());
+    }
+
+    #[test]
+    fn a_hit_protects_a_block_from_eviction_until_it_is_the_oldest_use() {
+        let cache = BlockCache::new(16 * 1000);
+        let block: CacheValue = Arc::new(0u8);
+        for off in 0..2 {
+            cache.insert(key(1, off), block.clone(), 300);
+        }
+        // Use (1, 0) after (1, 1): (1, 1) goes first, then (1, 0) once (1, 2) is newer.
+        assert!(cache.get(&key(1, 0)).is_some());
+        cache.insert(key(1, 2), block.clone(), 300);
+        assert!(cache.get(&key(1, 1)).is_none());
+        cache.insert(key(1, 3), block.clone(), 300);
+        assert!(cache.get(&key(1, 0)).is_none());
+        assert!(cache.get(&key(1, 2)).is_some());
+        assert!(cache.get(&key(1, 3)).is_some());
+        // Re-inserting a key replaces it without double-charging.
+        cache.insert(key(1, 3), block, 300);
+        assert_eq!(cache.stats().used_bytes, 2 * 364);
     }
 }

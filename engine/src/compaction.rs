@@ -111,28 +111,35 @@ pub(crate) fn plan(levels: &[Vec<FileSummary>], o: &PlanOptions) -> Option<Plan>
     None
 }
 
-/// The entries of one row (ascending internal-key order) that a compaction keeps.
-pub(crate) fn compact_row(entries: &[Entry], bottom: bool) -> Vec<Entry> {
+/// The entries of one row (ascending internal-key order) that a compaction keeps. Works in
+/// place.
+pub(crate) fn compact_row(mut entries: Vec<Entry>, bottom: bool) -> Vec<Entry> {
     if bottom {
         return resolve_row(entries, u64::MAX);
     }
-    let marker = entries
+    let marker_seq = entries
         .iter()
         .filter(|e| e.key.kind == EntryKind::DeleteRow)
-        .max_by_key(|e| e.key.seq);
-    let marker_seq = marker.map(|m| m.key.seq);
-    let mut out: Vec<Entry> = marker.into_iter().cloned().collect();
-    let mut last_column: Option<&Bytes> = None;
-    for e in entries {
-        if e.key.kind == EntryKind::DeleteRow || last_column == Some(&e.key.column) {
-            continue;
+        .map(|e| e.key.seq)
+        .max();
+    // Markers sort first, newest first: keep only the first.
+    let mut marker_kept = false;
+    entries.retain(|e| {
+        if e.key.kind != EntryKind::DeleteRow {
+            return true;
         }
-        last_column = Some(&e.key.column);
-        if marker_seq.is_none_or(|m| e.key.seq >= m) {
-            out.push(e.clone());
-        }
-    }
-    out
+        let keep = !marker_kept;
+        marker_kept = true;
+        keep
+    });
+    // The newest entry of each column decides it; older versions go.
+    entries.dedup_by(|later, kept| {
+        kept.key.kind != EntryKind::DeleteRow && later.key.column == kept.key.column
+    });
+    entries.retain(|e| {
+        e.key.kind == EntryKind::DeleteRow || marker_seq.is_none_or(|m| e.key.seq >= m)
+    });
+    entries
 }
 
 /// Applies a table's TTL to the entries a compaction keeps of one row: puts written before
@@ -242,7 +249,7 @@ mod tests {
             e("c", 3, EntryKind::Put),
         ];
         entries.sort_by(|a, b| a.key.cmp(&b.key));
-        let kept: Vec<(String, u64)> = compact_row(&entries, false)
+        let kept: Vec<(String, u64)> = compact_row(entries.clone(), false)
             .iter()
             .map(|e| {
                 (
@@ -252,7 +259,7 @@ mod tests {
             })
             .collect();
         assert_eq!(kept, vec![("".into(), 3), ("a".into(), 5), ("c".into(), 4)]);
-        let bottom: Vec<u64> = compact_row(&entries, true)
+        let bottom: Vec<u64> = compact_row(entries.clone(), true)
             .iter()
             .map(|e| e.key.seq)
             .collect();

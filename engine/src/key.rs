@@ -102,6 +102,7 @@ impl InternalKey {
 
     /// The smallest cell key of `(row, column)` visible at `snapshot_seq`: the first entry at or
     /// after it with the same row and column is the newest version with `seq <= snapshot_seq`.
+    #[cfg(test)]
     pub(crate) fn seek_cell(row: &[u8], column: &[u8], snapshot_seq: u64) -> InternalKey {
         InternalKey::new(
             Bytes::copy_from_slice(row),
@@ -186,12 +187,57 @@ pub(crate) struct Entry {
 
 impl Entry {
     /// An entry from its parts.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn new(key: InternalKey, write_ms: u64, value: impl Into<Bytes>) -> Entry {
         Entry {
             key,
             write_ms,
             value: value.into(),
         }
+    }
+}
+
+/// The entry that decides a point read, without its key: what a get needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Found {
+    /// `Put`, `DeleteCell`, or `DeleteRow` for a row tombstone.
+    pub(crate) kind: EntryKind,
+    /// The sequence number of the deciding entry.
+    pub(crate) seq: u64,
+    /// Its write time in milliseconds.
+    pub(crate) write_ms: u64,
+    /// Its value (empty for tombstones).
+    pub(crate) value: Bytes,
+}
+
+impl Found {
+    /// The newer of the newest visible row tombstone and the newest visible cell entry; the
+    /// cell entry wins a tie (both written by one batch: the batch already resolved them).
+    pub(crate) fn newer(marker: Option<Found>, cell: Option<Found>) -> Option<Found> {
+        match (marker, cell) {
+            (Some(m), Some(c)) => Some(if m.seq > c.seq { m } else { c }),
+            (m, c) => c.or(m),
+        }
+    }
+
+    /// The deciding entry of `(row, column)` as a full [`Entry`].
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn into_entry(self, row: &[u8], column: &[u8]) -> Entry {
+        let column = if self.kind == EntryKind::DeleteRow {
+            &[][..]
+        } else {
+            column
+        };
+        Entry::new(
+            InternalKey::new(
+                Bytes::copy_from_slice(row),
+                Bytes::copy_from_slice(column),
+                self.seq,
+                self.kind,
+            ),
+            self.write_ms,
+            self.value,
+        )
     }
 }
 

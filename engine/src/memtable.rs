@@ -1,55 +1,120 @@
 //! The memtable: recent writes, held in memory until they are flushed to an SST.
 //!
 //! Entries are grouped by table, then by row, so appending cells to a row already in the
-//! memtable costs one lookup of the row plus an insertion into that row's small map. Within a
-//! row, entries sort exactly as [`InternalKey`]s do (row tombstones first, then columns
-//! ascending, newest sequence number first), so a row's entries can be handed to the SST builder
-//! or a reader in internal-key order without re-sorting.
+//! memtable costs one lookup of the row plus a push onto that row's vector of entries. Within a
+//! row, entries are kept sorted exactly as [`InternalKey`]s sort (row tombstones first, then
+//! columns ascending, newest sequence number first), so a row's entries can be handed to the SST
+//! builder or a reader in internal-key order without re-sorting. Time-series writes append cells
+//! in column order, so the common case is a push at the end; anything else is a binary search
+//! and an insertion.
+//!
+//! Each entry's column and value are copied once, back to back, into the memtable's arena: a
+//! chunk of memory that entries share by reference count, so a write costs no allocation of
+//! its own and readers get the column and value as slices without copying.
 //!
 //! Several operations of one batch share a sequence number. Within a batch later operations win:
 //! a put or cell delete replaces an entry of the same cell and seq, and a row delete drops the
 //! row's cell entries of its own seq (the earlier operations of the batch).
 
-use std::cmp::Reverse;
+use std::cmp::Ordering as CmpOrdering;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use parking_lot::RwLock;
 
 use crate::batch::OpRef;
-use crate::key::{Entry, EntryKind, InternalKey};
+use crate::key::{Entry, EntryKind, Found, InternalKey};
 use crate::sst::RowRange;
 
 /// Bytes charged per entry on top of its column and value.
 const ENTRY_OVERHEAD: u64 = 48;
 /// Bytes charged per row on top of its key.
 const ROW_OVERHEAD: u64 = 64;
+/// Size of one arena chunk. Large enough that chunk allocations are rare next to the cells
+/// they hold, small enough that a slice kept alive by a reader pins little memory.
+const ARENA_CHUNK: usize = 64 << 10;
 
-/// The position of an entry within its row, ordered like [`InternalKey`]s of one row.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Slot {
-    /// 0 for a row tombstone, 1 for a cell entry: markers sort first.
-    cell: u8,
-    column: Bytes,
-    seq: Reverse<u64>,
-}
-
+/// One entry of a row.
 #[derive(Debug, Clone)]
-struct Value {
+struct MemEntry {
+    /// Column ‖ value, a slice of the arena.
+    data: Bytes,
+    column_len: u32,
     kind: EntryKind,
+    seq: u64,
     write_ms: u64,
-    value: Bytes,
 }
 
-type RowMap = BTreeMap<Slot, Value>;
-type TableMap = BTreeMap<Bytes, RowMap>;
+impl MemEntry {
+    /// 0 for a row tombstone, 1 for a cell entry: markers sort first.
+    fn cell(&self) -> u8 {
+        u8::from(self.kind != EntryKind::DeleteRow)
+    }
+
+    fn column(&self) -> &[u8] {
+        &self.data[..self.column_len as usize]
+    }
+
+    /// Orders the entry against the slot `(cell, column, seq)` like [`InternalKey`]s of one row.
+    fn cmp_slot(&self, cell: u8, column: &[u8], seq: u64) -> CmpOrdering {
+        self.cell()
+            .cmp(&cell)
+            .then_with(|| self.column().cmp(column))
+            .then_with(|| seq.cmp(&self.seq))
+    }
+
+    fn found(&self) -> Found {
+        Found {
+            kind: self.kind,
+            seq: self.seq,
+            write_ms: self.write_ms,
+            value: self.data.slice(self.column_len as usize..),
+        }
+    }
+
+    fn entry(&self, row: &Bytes) -> Entry {
+        let split = self.column_len as usize;
+        Entry {
+            key: InternalKey {
+                row: row.clone(),
+                column: self.data.slice(..split),
+                seq: self.seq,
+                kind: self.kind,
+            },
+            write_ms: self.write_ms,
+            value: self.data.slice(split..),
+        }
+    }
+}
+
+type TableMap = BTreeMap<Bytes, Vec<MemEntry>>;
+
+#[derive(Debug, Default)]
+struct Tables {
+    tables: BTreeMap<u32, TableMap>,
+    /// The unused tail of the current arena chunk.
+    arena: BytesMut,
+}
+
+impl Tables {
+    /// Copies `column ‖ value` into the arena.
+    fn alloc(&mut self, column: &[u8], value: &[u8]) -> Bytes {
+        let n = column.len() + value.len();
+        if self.arena.capacity() - self.arena.len() < n {
+            self.arena = BytesMut::with_capacity(ARENA_CHUNK.max(n));
+        }
+        self.arena.extend_from_slice(column);
+        self.arena.extend_from_slice(value);
+        self.arena.split().freeze()
+    }
+}
 
 /// An in-memory, sorted set of entries of every table.
 #[derive(Debug, Default)]
 pub(crate) struct Memtable {
-    tables: RwLock<BTreeMap<u32, TableMap>>,
+    tables: RwLock<Tables>,
     bytes: AtomicU64,
     max_seq: AtomicU64,
 }
@@ -67,7 +132,7 @@ impl Memtable {
 
     /// True if no entry was ever added.
     pub(crate) fn is_empty(&self) -> bool {
-        self.tables.read().is_empty()
+        self.tables.read().tables.is_empty()
     }
 
     /// The highest sequence number added (0 if none).
@@ -81,11 +146,30 @@ impl Memtable {
 
     /// The ids of the tables with entries, ascending.
     pub(crate) fn table_ids(&self) -> Vec<u32> {
-        self.tables.read().keys().copied().collect()
+        self.tables.read().tables.keys().copied().collect()
     }
 
     /// Adds one operation of the batch with sequence number `seq`.
+    #[cfg(test)]
     pub(crate) fn apply(&self, op: &OpRef<'_>, seq: u64, write_ms: u64) {
+        self.apply_all(std::slice::from_ref(op), seq, write_ms);
+    }
+
+    /// Adds the operations of the batch with sequence number `seq`, in order, under one lock.
+    pub(crate) fn apply_all(&self, ops: &[OpRef<'_>], seq: u64, write_ms: u64) {
+        let mut added = 0u64;
+        let mut guard = self.tables.write();
+        let t = &mut *guard;
+        for op in ops {
+            added += Self::apply_locked(t, op, seq, write_ms);
+        }
+        drop(guard);
+        self.bytes.fetch_add(added, Ordering::Relaxed);
+        self.max_seq.fetch_max(seq, Ordering::Relaxed);
+    }
+
+    /// Adds one operation; returns the bytes to charge.
+    fn apply_locked(t: &mut Tables, op: &OpRef<'_>, seq: u64, write_ms: u64) -> u64 {
         let (table, row, column, kind, value): (u32, &[u8], &[u8], EntryKind, &[u8]) = match *op {
             OpRef::Put {
                 table,
@@ -98,9 +182,9 @@ impl Memtable {
             }
             OpRef::DeleteRow { table, row } => (table, row, &[], EntryKind::DeleteRow, &[]),
         };
-        let mut tables = self.tables.write();
-        let rows = tables.entry(table).or_default();
-        let mut added = 0u64;
+        let mut added = ENTRY_OVERHEAD + column.len() as u64 + value.len() as u64;
+        let data = t.alloc(column, value);
+        let rows = t.tables.entry(table).or_default();
         let entries = match rows.get_mut(row) {
             Some(r) => r,
             None => {
@@ -110,63 +194,78 @@ impl Memtable {
         };
         if kind == EntryKind::DeleteRow {
             // Earlier operations of the same batch on this row are overridden.
-            entries.retain(|slot, _| slot.cell == 0 || slot.seq.0 != seq);
+            entries.retain(|e| e.kind == EntryKind::DeleteRow || e.seq != seq);
         }
-        let slot = Slot {
-            cell: u8::from(kind != EntryKind::DeleteRow),
-            column: Bytes::copy_from_slice(column),
-            seq: Reverse(seq),
+        let entry = MemEntry {
+            data,
+            column_len: column.len() as u32,
+            kind,
+            seq,
+            write_ms,
         };
-        added += ENTRY_OVERHEAD + column.len() as u64 + value.len() as u64;
-        entries.insert(
-            slot,
-            Value {
-                kind,
-                write_ms,
-                value: Bytes::copy_from_slice(value),
-            },
-        );
-        drop(tables);
-        self.bytes.fetch_add(added, Ordering::Relaxed);
-        self.max_seq.fetch_max(seq, Ordering::Relaxed);
+        let cell = entry.cell();
+        let appends = entries
+            .last()
+            .is_none_or(|last| last.cmp_slot(cell, column, seq).is_lt());
+        if appends {
+            entries.push(entry);
+        } else {
+            match entries.binary_search_by(|e| e.cmp_slot(cell, column, seq)) {
+                Ok(i) => entries[i] = entry,
+                Err(i) => entries.insert(i, entry),
+            }
+        }
+        added
     }
 
     /// The entry that decides `(row, column)` at `snapshot_seq`, with the same rules as
-    /// `SstReader::get`: the newer of the newest visible cell entry and the newest visible row
-    /// tombstone, the cell entry winning a tie. `None` means older data decides.
+    /// `SstReader::lookup`: the newer of the newest visible cell entry and the newest visible
+    /// row tombstone, the cell entry winning a tie. `None` means older data decides.
     pub(crate) fn get(
         &self,
         table: u32,
         row: &[u8],
         column: &[u8],
         snapshot_seq: u64,
-    ) -> Option<Entry> {
+    ) -> Option<Found> {
         let tables = self.tables.read();
-        let entries = tables.get(&table)?.get(row)?;
+        let entries = tables.tables.get(&table)?.get(row)?;
         let visible = |cell: u8, column: &[u8]| {
-            let from = Slot {
-                cell,
-                column: Bytes::copy_from_slice(column),
-                seq: Reverse(snapshot_seq),
-            };
+            let i = entries.partition_point(|e| e.cmp_slot(cell, column, snapshot_seq).is_lt());
             entries
-                .range(from..)
-                .next()
-                .filter(|(s, _)| s.cell == cell && s.column == column)
-                .map(|(s, v)| to_entry(row, s, v))
+                .get(i)
+                .filter(|e| e.cell() == cell && e.column() == column)
+                .map(MemEntry::found)
         };
-        let marker = visible(0, &[]);
-        let cell = visible(1, column);
-        match (marker, cell) {
-            (Some(m), Some(c)) => Some(if m.key.seq > c.key.seq { m } else { c }),
-            (m, c) => c.or(m),
-        }
+        let marker = if entries.first().is_some_and(|e| e.cell() == 0) {
+            visible(0, &[])
+        } else {
+            None
+        };
+        Found::newer(marker, visible(1, column))
     }
 
-    /// Every entry of `table` in the rows of `range`, in internal-key order.
+    /// Calls `f` with every entry of `table`, in internal-key order, stopping at its first
+    /// error. Holds the memtable's read lock throughout: for frozen memtables.
+    pub(crate) fn for_each(
+        &self,
+        table: u32,
+        f: &mut dyn FnMut(&Entry) -> crate::error::Result<()>,
+    ) -> crate::error::Result<()> {
+        let tables = self.tables.read();
+        for (row, entries) in tables.tables.get(&table).into_iter().flatten() {
+            for e in entries {
+                f(&e.entry(row))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every entry of `table` in the rows of `range`, in internal-key order. Rows, columns
+    /// and values are shared with the memtable, not copied.
     pub(crate) fn entries(&self, table: u32, range: &RowRange) -> Vec<Entry> {
         let tables = self.tables.read();
-        let Some(rows) = tables.get(&table) else {
+        let Some(rows) = tables.tables.get(&table) else {
             return Vec::new();
         };
         let start = match &range.start {
@@ -184,23 +283,10 @@ impl Memtable {
         }
         let mut out = Vec::new();
         for (row, entries) in rows.range((start, end)) {
-            out.extend(entries.iter().map(|(s, v)| to_entry(row, s, v)));
+            out.extend(entries.iter().map(|e| e.entry(row)));
         }
         out
     }
-}
-
-fn to_entry(row: &[u8], slot: &Slot, value: &Value) -> Entry {
-    Entry::new(
-        InternalKey::new(
-            Bytes::copy_from_slice(row),
-            slot.column.clone(),
-            slot.seq.0,
-            value.kind,
-        ),
-        value.write_ms,
-        value.value.clone(),
-    )
 }
 
 #[cfg(test)]
@@ -238,6 +324,13 @@ mod tests {
         sorted.sort();
         assert_eq!(keys, sorted);
         assert_eq!(all.len(), 6);
+        let mut visited = Vec::new();
+        m.for_each(1, &mut |e| {
+            visited.push(e.clone());
+            Ok(())
+        })
+        .expect("no error from the callback");
+        assert_eq!(visited, all);
         assert_eq!(all[0].key.kind, EntryKind::DeleteRow);
         let r2 = m.entries(1, &RowRange::new(b"r2", b"r3"));
         assert_eq!(r2.len(), 1);
@@ -268,13 +361,13 @@ mod tests {
             6,
             0,
         );
-        let value = |snap| m.get(1, b"r", b"c", snap).map(|e| (e.key.kind, e.value));
+        let value = |snap| m.get(1, b"r", b"c", snap).map(|e| (e.kind, e.value));
         assert_eq!(value(0), None);
         assert_eq!(value(2), Some((EntryKind::Put, Bytes::from_static(b"v1"))));
         assert_eq!(value(4), Some((EntryKind::Put, Bytes::from_static(b"v2"))));
         assert_eq!(value(9).map(|v| v.0), Some(EntryKind::DeleteRow));
         assert_eq!(
-            m.get(1, b"r", b"d", 9).map(|e| e.key.kind),
+            m.get(1, b"r", b"d", 9).map(|e| e.kind),
             Some(EntryKind::DeleteCell)
         );
         assert_eq!(m.get(1, b"x", b"c", 9), None);
@@ -294,7 +387,7 @@ mod tests {
             0,
         );
         assert_eq!(
-            m.get(1, b"r", b"c", 1).map(|e| e.key.kind),
+            m.get(1, b"r", b"c", 1).map(|e| e.kind),
             Some(EntryKind::DeleteCell)
         );
         m.apply(&put(b"r", b"c", b"w"), 2, 0);
@@ -307,7 +400,7 @@ mod tests {
             0,
         );
         assert_eq!(
-            m.get(1, b"r", b"c", 2).map(|e| e.key.kind),
+            m.get(1, b"r", b"c", 2).map(|e| e.kind),
             Some(EntryKind::DeleteRow)
         );
         m.apply(&put(b"r", b"c", b"x"), 2, 0);

@@ -43,7 +43,6 @@ pub(crate) use builder::SstBuilder;
 #[cfg(test)]
 pub(crate) use builder::SstInfo;
 pub(crate) use iter::RowRange;
-#[cfg(test)]
 pub(crate) use iter::SstIter;
 #[cfg(test)]
 pub(crate) use properties::Properties;

@@ -112,6 +112,22 @@ proptest! {
     }
 
     #[test]
+    fn inlined_varint_agrees_with_the_reference(bytes in proptest::collection::vec(any::<u8>(), 0..14), v in any::<u64>()) {
+        let mut encoded = Vec::new();
+        put_varint(&mut encoded, v);
+        for input in [&bytes[..], &encoded[..]] {
+            let (mut a, mut b) = (input, input);
+            let fast = varint(&mut a);
+            let reference = get_varint(&mut b);
+            prop_assert_eq!(fast.is_ok(), reference.is_ok());
+            if let (Ok(x), Ok(y)) = (fast, reference) {
+                prop_assert_eq!(x, y);
+                prop_assert_eq!(a, b);
+            }
+        }
+    }
+
+    #[test]
     fn block_decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
         if let Ok(block) = Block::new(Bytes::from(bytes), Arc::from("t.sst"), 0) {
             let _ = collect_forward(block.iter());

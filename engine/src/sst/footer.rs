@@ -10,7 +10,7 @@
 //! 24       8     filter_len     u64 BE
 //! 32       8     props_offset   u64 BE
 //! 40       8     props_len      u64 BE
-//! 48       4     format_version u32 BE   (currently 1)
+//! 48       4     format_version u32 BE   (2; version 1 is still read)
 //! 52       4     magic          b"STSB"
 //! 56       8     checksum       u64 BE = xxh3_64(bytes 0..56)
 //! ```
@@ -29,8 +29,15 @@ use crate::error::{Error, Result};
 pub(crate) const FOOTER_LEN: usize = 64;
 /// The magic number of SST files ("STrata Sorted taBle").
 pub(crate) const MAGIC: [u8; 4] = *b"STSB";
-/// The format version this code writes and reads.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+/// The format version this code writes.
+///
+/// - 1: the first format.
+/// - 2: same layout; data block entries never share column bytes with the previous entry
+///   (`shared <= row_len`, see `crate::block`), so readers can hand out columns as slices of
+///   the block. Readers do not rely on it: they check it per entry.
+pub(crate) const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this code reads.
+pub(crate) const OLDEST_READABLE_VERSION: u32 = 1;
 
 /// Where a block's payload lives in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -98,7 +105,7 @@ impl Footer {
             return Err(bad(format!("bad magic {:02x?}", &bytes[52..56])));
         }
         let version = u32::from_be_bytes([bytes[48], bytes[49], bytes[50], bytes[51]]);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(bad(format!("unsupported format version {version}")));
         }
         let want = be_u64(&bytes[56..64]);

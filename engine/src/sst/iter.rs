@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use super::index::IndexEntry;
 use super::reader::SstReader;
-use crate::block::{BlockIter, BlockRevIter};
+use crate::block::{BlockIter, BlockRevIter, RawNext};
 use crate::error::Result;
 use crate::key::{Entry, InternalKey};
 
@@ -119,6 +119,37 @@ impl SstIter {
             self.cursor = Some(Cursor::Rev(it));
         }
         Ok(())
+    }
+
+    /// Forward iterators only: the next entry decoded in place, as [`BlockIter::next_raw`]
+    /// returns it (the row flag is false at block boundaries). Unlike [`Iterator::next`] it
+    /// does not check the end of the range: the caller does, once per row.
+    pub(crate) fn next_raw(&mut self) -> Result<Option<RawNext<'_>>> {
+        if self.done || self.reverse {
+            return Ok(None);
+        }
+        if self.cursor.is_none() {
+            self.start()?;
+        }
+        loop {
+            match &self.cursor {
+                Some(Cursor::Fwd(it)) if it.exhausted() => {
+                    self.block += 1;
+                    let Some(entry) = self.index.get(self.block) else {
+                        self.done = true;
+                        return Ok(None);
+                    };
+                    let it = self.reader.block(entry.handle)?.iter();
+                    self.cursor = Some(Cursor::Fwd(Box::new(it)));
+                }
+                Some(Cursor::Fwd(_)) => break,
+                _ => return Ok(None),
+            }
+        }
+        match &mut self.cursor {
+            Some(Cursor::Fwd(it)) => it.next_raw(),
+            _ => Ok(None),
+        }
     }
 
     fn advance(&mut self) -> Result<Option<Entry>> {

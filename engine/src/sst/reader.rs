@@ -7,13 +7,16 @@ use bytes::Bytes;
 use super::filter::{self, Filters};
 use super::footer::{BlockHandle, FOOTER_LEN, Footer};
 use super::index::{self, IndexEntry};
+use super::iter::RowRange;
 use super::properties::Properties;
-use crate::block::{Block, trailer};
+use crate::block::{Block, KeyParts, RawEntry, trailer};
 use crate::bloom::cell_key;
 use crate::cache::{BlockCache, BlockKey};
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
-use crate::key::{Entry, EntryKind, InternalKey};
+#[cfg(any(test, feature = "testing"))]
+use crate::key::Entry;
+use crate::key::{EntryKind, Found, InternalKey};
 
 /// Bytes charged to the cache per index entry on top of the encoded index.
 const INDEX_ENTRY_OVERHEAD: usize = 48;
@@ -110,13 +113,28 @@ impl SstReader {
         &self.props
     }
 
+    /// False if no row of `range` lies in the file's row range (or the file is empty).
+    pub(crate) fn overlaps(&self, range: &RowRange) -> bool {
+        self.props.entry_count != 0
+            && range
+                .start
+                .as_ref()
+                .is_none_or(|s| s <= &self.props.last_row)
+            && range.end.as_ref().is_none_or(|e| e > &self.props.first_row)
+    }
+
+    /// False if `row` lies outside the file's row range (or the file is empty).
+    fn in_row_range(&self, row: &[u8]) -> bool {
+        self.props.entry_count != 0
+            && row >= &self.props.first_row[..]
+            && row <= &self.props.last_row[..]
+    }
+
     /// False if the file certainly holds no entry for `row`. Fails only if the filter block
     /// had been evicted from the cache and is damaged when re-read.
+    #[cfg(test)]
     pub(crate) fn may_contain_row(&self, row: &[u8]) -> Result<bool> {
-        if self.props.entry_count == 0
-            || row < &self.props.first_row[..]
-            || row > &self.props.last_row[..]
-        {
+        if !self.in_row_range(row) {
             return Ok(false);
         }
         let filters = self.filters()?;
@@ -125,10 +143,13 @@ impl SstReader {
 
     /// False if the file certainly holds neither the cell nor a row tombstone of `row`.
     fn may_contain_cell(&self, row: &[u8], column: &[u8]) -> Result<bool> {
-        if !self.may_contain_row(row)? {
+        if !self.in_row_range(row) {
             return Ok(false);
         }
         let filters = self.filters()?;
+        if filters.rows.as_ref().is_some_and(|f| !f.may_contain(row)) {
+            return Ok(false);
+        }
         Ok(filters.cells.as_ref().is_none_or(|f| {
             f.may_contain(&cell_key(row, column)) || f.may_contain(&filter::row_marker_key(row))
         }))
@@ -139,50 +160,76 @@ impl SstReader {
     /// marker with `seq <= snapshot_seq` if that is newer. A marker and a cell entry with the
     /// same seq (one batch) resolve to the cell entry. `None` means the file says nothing about
     /// the cell, so older files decide.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn get(
         &self,
         row: &[u8],
         column: &[u8],
         snapshot_seq: u64,
     ) -> Result<Option<Entry>> {
+        Ok(self
+            .lookup(row, column, snapshot_seq)?
+            .map(|f| f.into_entry(row, column)))
+    }
+
+    /// [`SstReader::get`] without building the entry's key: keys are compared in place in
+    /// the cached index and block, and the value is a slice of the cached block.
+    pub(crate) fn lookup(
+        &self,
+        row: &[u8],
+        column: &[u8],
+        snapshot_seq: u64,
+    ) -> Result<Option<Found>> {
         if !self.may_contain_cell(row, column)? {
             return Ok(None);
         }
+        let index = self.index()?;
         // Markers sort first within a row, newest first: the first entry at or after the
         // marker key at the snapshot is the newest visible marker, if the row has one.
         let marker = if self.props.row_tombstone_count > 0 {
-            let target = InternalKey::new(
-                Bytes::copy_from_slice(row),
-                Bytes::new(),
-                snapshot_seq,
-                EntryKind::DeleteRow,
-            );
-            self.first_at_or_after(&target)?
-                .filter(|e| e.key.kind == EntryKind::DeleteRow && e.key.row == row)
+            self.find(
+                &index,
+                (row, &[], snapshot_seq, EntryKind::DeleteRow),
+                |raw, key| raw.kind == EntryKind::DeleteRow && &key[..raw.row_len] == row,
+            )?
         } else {
             None
         };
-        let cell = self
-            .first_at_or_after(&InternalKey::seek_cell(row, column, snapshot_seq))?
-            .filter(|e| {
-                e.key.kind != EntryKind::DeleteRow && e.key.row == row && e.key.column == column
-            });
-        Ok(match (marker, cell) {
-            (Some(m), Some(c)) => Some(if m.key.seq > c.key.seq { m } else { c }),
-            (m, c) => c.or(m),
-        })
+        let cell = self.find(
+            &index,
+            (row, column, snapshot_seq, EntryKind::Put),
+            |raw, key| {
+                raw.kind != EntryKind::DeleteRow
+                    && &key[..raw.row_len] == row
+                    && &key[raw.row_len..] == column
+            },
+        )?;
+        Ok(Found::newer(marker, cell))
     }
 
-    /// The first entry `>= target`.
-    fn first_at_or_after(&self, target: &InternalKey) -> Result<Option<Entry>> {
-        let index = self.index()?;
-        let i = index.partition_point(|e| e.last_key < *target);
+    /// The first entry `>= target`, if `accept` takes it.
+    fn find(
+        &self,
+        index: &[IndexEntry],
+        target: KeyParts<'_>,
+        accept: impl Fn(&RawEntry, &[u8]) -> bool,
+    ) -> Result<Option<Found>> {
+        let i =
+            index.partition_point(|e| InternalKey::cmp_parts(e.last_key.parts(), target).is_lt());
         let Some(entry) = index.get(i) else {
             return Ok(None);
         };
         let mut it = self.block(entry.handle)?.iter();
-        it.seek(target)?;
-        it.next_entry()
+        it.seek_parts(target)?;
+        Ok(it
+            .peek_raw()
+            .filter(|(raw, key)| accept(raw, key))
+            .map(|(raw, _)| Found {
+                kind: raw.kind,
+                seq: raw.seq,
+                write_ms: raw.write_ms,
+                value: it.block().value(&raw),
+            }))
     }
 
     fn cache_key(&self, h: BlockHandle) -> BlockKey {

@@ -352,35 +352,60 @@ fn written_to_and_read_from_local_disk() -> Result<()> {
     Ok(())
 }
 
-/// A committed SST of format version 1 (`sample_entries`, no compression, row and cell filters).
-/// Regenerate with `STRATA_BLESS_FIXTURES=1 cargo test -p strata-engine format_v1` only together
-/// with a format version bump.
+/// A committed SST of format version 1 (`sample_entries`, no compression, row and cell filters),
+/// written before version 2 stopped sharing column bytes between entries. It must stay readable.
 const FIXTURE_V1: &[u8] = include_bytes!("fixtures/v1.sst");
 
-#[test]
-fn format_v1_fixture_reads_and_is_reproduced() -> Result<()> {
-    let entries = sample_entries();
-    let opts = TableOptions {
+/// The same entries and options in the current format, version 2. Regenerate with
+/// `STRATA_BLESS_FIXTURES=1 cargo test -p strata-engine format_v2` only together with a format
+/// version bump (then keep this file as the old version's fixture).
+const FIXTURE_V2: &[u8] = include_bytes!("fixtures/v2.sst");
+
+fn fixture_options() -> TableOptions {
+    TableOptions {
         block_bytes: 1024,
         compression: Compression::None,
         filter: FilterMode::RowsAndColumns,
         ttl: None,
-    };
-    let (bytes, _) = build(&entries, &opts)?;
+    }
+}
+
+fn check_fixture(bytes: &[u8], version: u32) -> Result<()> {
+    let entries = sample_entries();
+    let r = open(bytes, None)?;
+    assert_eq!(read_all(&r, RowRange::all(), false)?, entries);
+    let mut rev = read_all(&r, RowRange::all(), true)?;
+    rev.reverse();
+    assert_eq!(rev, entries);
+    for e in &entries {
+        let want = model_get(&entries, &e.key.row, &e.key.column, u64::MAX);
+        assert_eq!(r.get(&e.key.row, &e.key.column, u64::MAX)?, want);
+    }
+    assert_eq!(r.properties().creation_ms, 1234);
+    assert_eq!(&bytes[bytes.len() - 12..bytes.len() - 8], b"STSB");
+    assert_eq!(
+        &bytes[bytes.len() - 16..bytes.len() - 12],
+        &version.to_be_bytes()
+    );
+    Ok(())
+}
+
+#[test]
+fn format_v1_fixture_still_reads() -> Result<()> {
+    check_fixture(FIXTURE_V1, 1)
+}
+
+#[test]
+fn format_v2_fixture_reads_and_is_reproduced() -> Result<()> {
+    let (bytes, _) = build(&sample_entries(), &fixture_options())?;
     if std::env::var_os("STRATA_BLESS_FIXTURES").is_some() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/sst/fixtures/v1.sst");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/sst/fixtures/v2.sst");
         std::fs::write(path, &bytes).map_err(|e| Error::io("blessing the fixture", e))?;
         return Ok(());
     }
-    let r = open(FIXTURE_V1, None)?;
-    assert_eq!(read_all(&r, RowRange::all(), false)?, entries);
-    assert_eq!(r.properties().creation_ms, 1234);
-    assert_eq!(
-        &FIXTURE_V1[FIXTURE_V1.len() - 12..FIXTURE_V1.len() - 8],
-        b"STSB"
-    );
+    check_fixture(FIXTURE_V2, FORMAT_VERSION)?;
     assert!(
-        bytes == FIXTURE_V1,
+        bytes == FIXTURE_V2,
         "the SST writer's output changed: bump FORMAT_VERSION and add a new fixture"
     );
     Ok(())
