@@ -148,6 +148,14 @@ pub enum BlockError {
         /// What is wrong.
         what: &'static str,
     },
+    /// The caller's buffers are shorter than the block ([`decode_block_into`]).
+    #[error("block has {needed} points, the buffers hold {available}")]
+    BufferTooSmall {
+        /// Points in the block.
+        needed: usize,
+        /// Slots in the smaller buffer.
+        available: usize,
+    },
     /// Bytes left over after the last column.
     #[error("{extra} unexpected bytes after the value column at byte {offset}")]
     TrailingBytes {
@@ -192,8 +200,10 @@ pub fn decode_block(bytes: &[u8], out: &mut Vec<(i64, Value)>) -> Result<(), Blo
     let mut cur = Cursor::new(body);
     let n = read_header(&mut cur)?;
     let start = out.len();
-    out.resize(start + n, (0, Value::Int(0)));
-    let res = decode_columns(&mut cur, &mut out[start..], |p, t| p.0 = t, |p, v| p.1 = v);
+    out.reserve(n);
+    // The timestamps create the points (no placeholder pass); the values fill them in.
+    let res = timestamps::decode_extend(&mut cur, n, out, |t| (t, Value::Int(0)))
+        .and_then(|()| decode_values(&mut cur, &mut out[start..], |p, v| p.1 = v));
     if res.is_err() {
         out.truncate(start);
     }
@@ -221,6 +231,28 @@ pub fn decode_block_columns(
     res
 }
 
+/// Decodes a block into caller-provided slices without allocating: the block's `n` points go
+/// to `ts[..n]` and `vals[..n]`, and `n` is returned. Both slices must hold at least
+/// [`block_len`] slots ([`BlockError::BufferTooSmall`] otherwise). On error the slices may hold
+/// partial output.
+pub fn decode_block_into(
+    bytes: &[u8],
+    ts: &mut [i64],
+    vals: &mut [Value],
+) -> Result<usize, BlockError> {
+    let body = verify_checksum(bytes)?;
+    let mut cur = Cursor::new(body);
+    let n = read_header(&mut cur)?;
+    let (Some(ts), Some(vals)) = (ts.get_mut(..n), vals.get_mut(..n)) else {
+        return Err(BlockError::BufferTooSmall {
+            needed: n,
+            available: ts.len().min(vals.len()),
+        });
+    };
+    decode_columns_split(&mut cur, ts, vals)?;
+    Ok(n)
+}
+
 /// Checks the trailing checksum and returns the bytes it covers.
 fn verify_checksum(bytes: &[u8]) -> Result<&[u8], BlockError> {
     let Some(body_len) = bytes.len().checked_sub(CHECKSUM_LEN) else {
@@ -239,15 +271,14 @@ fn verify_checksum(bytes: &[u8]) -> Result<&[u8], BlockError> {
     Ok(body)
 }
 
-/// Decodes both columns of `dst.len()` points after the header, then checks nothing is left.
-fn decode_columns<T>(
+/// Decodes the value column of `dst.len()` points (after the timestamps), then checks nothing
+/// is left.
+fn decode_values<T>(
     cur: &mut Cursor<'_>,
     dst: &mut [T],
-    set_ts: impl Fn(&mut T, i64),
     set_val: impl Fn(&mut T, Value),
 ) -> Result<(), BlockError> {
     if !dst.is_empty() {
-        timestamps::decode(cur, dst, set_ts)?;
         values::decode(cur, dst, set_val)?;
     }
     check_consumed(cur)

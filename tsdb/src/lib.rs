@@ -37,6 +37,6 @@ pub use validate::NameRules;
 
 pub use block::{
     BLOCK_VERSION, BlockError, MAX_POINTS, block_len, decode_block, decode_block_columns,
-    encode_block,
+    decode_block_into, encode_block,
 };
 pub use value::Value;

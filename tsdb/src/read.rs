@@ -9,10 +9,10 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use roaring::RoaringBitmap;
-use strata_engine::{Row, ScanOptions, Snapshot, WriteBatch};
+use strata_engine::{Cell, Row, ScanOptions, Snapshot, WriteBatch};
 
-use crate::block::encode_block;
-use crate::cell::{decode_row, decode_row_block, split_row};
+use crate::block::{block_len, decode_block, encode_block};
+use crate::cell::{decode_column, decode_row, decode_row_block, decode_value, split_row};
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::meta;
@@ -96,23 +96,45 @@ impl Tsdb {
         plan: Plan,
     ) -> Result<Vec<SeriesPoints>> {
         let snap = self.inner.db.snapshot();
-        let rows = self.fetch_rows(&snap, ids, start_ms, end_ms, plan)?;
-        let mut out: BTreeMap<u32, Vec<(i64, Value)>> = BTreeMap::new();
-        let (mut nrows, mut npoints) = (0u64, 0u64);
-        for r in rows {
-            nrows += 1;
-            let points = out.entry(r.id).or_default();
-            for (ts, v) in decode_row(r.base_time, &r.row.cells)? {
-                if ts >= start_ms && ts <= end_ms {
-                    points.push((ts, v));
-                    npoints += 1;
+        let mut rows = self.fetch_rows(&snap, ids, start_ms, end_ms, plan)?;
+        // Group the rows by series, keeping each series' rows in the order they came (hour
+        // order, from both plans), so every series is decoded into one exactly sized vector.
+        rows.sort_by_key(|r| r.id);
+        let nrows = rows.len() as u64;
+        let mut npoints = 0u64;
+        let mut series: Vec<(u32, Vec<(i64, Value)>)> = Vec::new();
+        for group in rows.chunk_by(|a, b| a.id == b.id) {
+            let capacity: usize = group.iter().map(|r| row_len_hint(&r.row.cells)).sum();
+            let mut points: Vec<(i64, Value)> = Vec::with_capacity(capacity);
+            // Each row's points are in order; the series is if every row starts after the last.
+            let mut sorted = true;
+            for r in group {
+                let before = points.len();
+                let prev_last = points.last().map(|p| p.0);
+                append_row(r.base_time, &r.row.cells, &mut points)?;
+                if let (Some(prev), Some(first)) = (prev_last, points.get(before)) {
+                    sorted &= prev < first.0;
+                }
+                // Only the rows at the ends of the range hold points outside it.
+                let row_start = i64::from(r.base_time) * 1000;
+                if row_start < start_ms || row_start + ROW_SPAN_MS - 1 > end_ms {
+                    let new = &points[before..];
+                    let lo = before + new.partition_point(|p| p.0 < start_ms);
+                    let hi = before + new.partition_point(|p| p.0 <= end_ms);
+                    points.truncate(hi);
+                    points.drain(before..lo);
                 }
             }
+            // Rows arrive in hour order; sort only if some did not.
+            if !sorted {
+                points.sort_by_key(|p| p.0);
+            }
+            npoints += points.len() as u64;
+            series.push((group[0].id, points));
         }
         self.inner.stats.read(nrows, npoints);
-        let mut result = Vec::with_capacity(out.len());
-        for (id, mut points) in out {
-            points.sort_by_key(|p| p.0);
+        let mut result = Vec::with_capacity(series.len());
+        for (id, points) in series {
             let Some(tsuid) = self
                 .inner
                 .index
@@ -266,7 +288,7 @@ impl Tsdb {
             deleted += points.iter().filter(|p| in_range(p.0)).count() as u64;
             let (block, raw) = split_row(&r.row.cells);
             for cell in raw {
-                let off = crate::cell::decode_column(&cell.column)?;
+                let off = decode_column(&cell.column)?;
                 if in_range(row_start + i64::from(off)) {
                     batch.delete(&inner.data, &r.row.key, &cell.column);
                 }
@@ -324,6 +346,9 @@ impl Tsdb {
             }
         }
         inner.db.write(&batch)?;
+        // The batch removed the dirty markers of the rows it touched; the write path must not
+        // assume its cached markers are still there.
+        inner.series_cache.clear();
         let mut index = inner.index.write();
         for (id, last) in new_lasts {
             if let Some(s) = index.series.get_mut(id as usize) {
@@ -332,6 +357,55 @@ impl Tsdb {
         }
         Ok(deleted)
     }
+}
+
+/// Milliseconds one row covers.
+const ROW_SPAN_MS: i64 = ROW_SPAN_SECS as i64 * 1000;
+
+/// The number of points a row holds, for sizing the output: the block's count from its
+/// header plus the raw cells (an overestimate when raw cells replace block points).
+fn row_len_hint(cells: &[Cell]) -> usize {
+    let (block, raw) = split_row(cells);
+    block.and_then(|b| block_len(b).ok()).unwrap_or(0) + raw.len()
+}
+
+/// Appends the points of one data row to `out`, in time order: the block decoded straight into
+/// `out` when the row has no raw cell (the common case after row compaction), the raw cells
+/// when it has no block, and `cell::decode_row`'s merge when it has both.
+fn append_row(base_time: u32, cells: &[Cell], out: &mut Vec<(i64, Value)>) -> Result<()> {
+    let (block, raw) = split_row(cells);
+    let base_ms = i64::from(base_time) * 1000;
+    match block {
+        Some(block) if raw.is_empty() => {
+            let before = out.len();
+            decode_block(block, out)?;
+            // Block timestamps strictly increase, so the ends bound every point.
+            let new = &out[before..];
+            if let (Some(first), Some(last)) = (new.first(), new.last())
+                && (first.0 < base_ms || last.0 >= base_ms + ROW_SPAN_MS)
+            {
+                let bad = if first.0 < base_ms { first.0 } else { last.0 };
+                out.truncate(before);
+                return Err(Error::corruption(
+                    "block",
+                    &base_time.to_be_bytes(),
+                    format!("point at {bad} ms lies outside the row's hour"),
+                ));
+            }
+        }
+        None => {
+            out.reserve(raw.len());
+            for cell in raw {
+                let off = decode_column(&cell.column)?;
+                out.push((
+                    base_ms + i64::from(off),
+                    decode_value(&cell.column, &cell.value)?,
+                ));
+            }
+        }
+        Some(_) => out.extend(decode_row(base_time, cells)?),
+    }
+    Ok(())
 }
 
 fn hour_of(ts_ms: i64) -> u32 {
@@ -409,6 +483,7 @@ mod tests {
             db.index_snapshot()?
         };
         let db = Tsdb::open(dir.path(), TsdbOptions::default())?;
+        // `index_snapshot` makes every last point exact, as `series_info` does on demand.
         assert_eq!(db.index_snapshot()?, before);
         Ok(())
     }

@@ -823,6 +823,43 @@ mod tests {
     }
 
     #[test]
+    fn a_write_after_a_delete_marks_the_row_again() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let hour = 1_356_998_400u64;
+        let clock = Arc::new(crate::clock::ManualClock::new(hour * 1000));
+        let opts = TsdbOptions {
+            clock,
+            ..TsdbOptions::default()
+        };
+        let db = Tsdb::open(dir.path(), opts)?;
+        let tags = [("host", "a")];
+        let write = |timestamp: u64| -> Result<()> {
+            let p = PointRef {
+                metric: "m",
+                tags: &tags,
+                timestamp: timestamp as i64,
+                value: Value::Int(1),
+            };
+            db.write(&[p]).into_iter().collect()
+        };
+        let markers = || -> Result<usize> {
+            Ok(db
+                .inner
+                .db
+                .scan(&db.inner.meta, &ScanOptions::prefix(&[meta::DIRTY_PREFIX]))?
+                .count())
+        };
+        write(hour)?;
+        assert_eq!(markers()?, 1);
+        let ids = db.find_series("m", &[])?;
+        db.delete(&ids, 0, i64::MAX / 2)?;
+        assert_eq!(markers()?, 0, "the delete cleared the marker");
+        write(hour + 1)?;
+        assert_eq!(markers()?, 1, "the open row is marked again");
+        Ok(())
+    }
+
+    #[test]
     fn bucket_count_is_fixed_at_creation() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
         let opts = |b| TsdbOptions {

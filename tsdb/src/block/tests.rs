@@ -25,6 +25,27 @@ fn round_trip(points: &[(i64, Value)]) -> Vec<u8> {
             .eq(points.iter().copied())
     );
     assert_eq!(block_len(&bytes).unwrap(), points.len());
+    // Into caller-provided buffers, with one spare slot; one slot short is refused.
+    let n = points.len();
+    let (mut ts, mut vals) = (vec![7i64; n + 1], vec![Value::Int(7); n + 1]);
+    assert_eq!(decode_block_into(&bytes, &mut ts, &mut vals), Ok(n));
+    assert!(
+        ts[..n]
+            .iter()
+            .zip(&vals[..n])
+            .map(|(t, v)| (*t, *v))
+            .eq(points.iter().copied())
+    );
+    assert_eq!((ts[n], vals[n]), (7, Value::Int(7)));
+    if n > 0 {
+        assert_eq!(
+            decode_block_into(&bytes, &mut ts[..n - 1], &mut vals),
+            Err(BlockError::BufferTooSmall {
+                needed: n,
+                available: n - 1
+            })
+        );
+    }
     bytes
 }
 

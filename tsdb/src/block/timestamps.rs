@@ -96,3 +96,61 @@ pub(crate) fn decode<T>(
     });
     if ok { Ok(()) } else { Err(not_increasing()) }
 }
+
+/// Decodes `n >= 1` timestamps and appends `make(t)` for each to `out`, checking they strictly
+/// increase. A regular column (width 0, the common case) is written in one pass with no
+/// placeholder values; on error `out` may hold extra elements for the caller to truncate.
+pub(crate) fn decode_extend<T>(
+    cur: &mut Cursor<'_>,
+    n: usize,
+    out: &mut Vec<T>,
+    make: impl Fn(i64) -> T,
+) -> Result<(), BlockError> {
+    if n == 0 {
+        return Ok(());
+    }
+    let start = cur.pos;
+    let t0 = unzigzag(cur.varint()?);
+    if n == 1 {
+        out.push(make(t0));
+        return Ok(());
+    }
+    let min_offset = cur.pos;
+    let min = cur.varint()?;
+    if min == 0 {
+        return Err(BlockError::Corrupt {
+            offset: min_offset,
+            what: "timestamp minimum delta is zero",
+        });
+    }
+    let width = cur.width()?;
+    let packed = cur.packed(n - 1, width)?;
+    let not_increasing = || BlockError::Corrupt {
+        offset: start,
+        what: "timestamps overflow i64 or do not increase",
+    };
+    if width == 0 {
+        // Constant interval: check the last timestamp fits once; then `t0 + i * min` is exact
+        // for every `i` (computed wrapping, as the sum stays in range).
+        let last = i128::from(t0) + i128::from(min) * (n - 1) as i128;
+        if last > i128::from(i64::MAX) {
+            return Err(not_increasing());
+        }
+        let step = min as i64;
+        out.extend((0..n as i64).map(|i| make(t0.wrapping_add(i.wrapping_mul(step)))));
+        return Ok(());
+    }
+    let first = out.len();
+    out.resize_with(first + n, || make(t0));
+    let mut t = t0;
+    let mut ok = true;
+    unpack(packed, width, &mut out[first + 1..], |slot, r| {
+        let d = min.wrapping_add(r);
+        let next = t.wrapping_add(d as i64);
+        // A delta below `min` (u64 wrap) or a sum past i64::MAX shows as a non-increase.
+        ok &= (next > t) & (d >= min);
+        t = next;
+        *slot = make(t);
+    });
+    if ok { Ok(()) } else { Err(not_increasing()) }
+}

@@ -37,32 +37,42 @@ const POW10: [f64; MAX_SCALE as usize + 1] = [
 
 /// Appends the value column for the values of `points` (`len >= 1`).
 pub(crate) fn encode(points: &[(i64, Value)], out: &mut Vec<u8>) {
-    // One pass splits the values by type; most rows hold only one type.
-    let mut ints = Vec::with_capacity(points.len());
-    let mut fs = Vec::with_capacity(points.len());
-    for p in points {
-        match p.1 {
-            Value::Int(i) => ints.push(i),
-            Value::Float(f) => fs.push(f),
-        }
-    }
-    if fs.is_empty() {
+    // Most rows hold one type: count first, then collect just that column in one tight pass.
+    let floats = points.iter().filter(|p| p.1.is_float()).count();
+    if floats == 0 {
         out.push(LAYOUT_INT);
+        let ints: Vec<i64> = points.iter().map(|p| int_bits(p.1)).collect();
         encode_ints(&ints, out);
-    } else if ints.is_empty() {
+    } else if floats == points.len() {
         out.push(LAYOUT_FLOAT);
+        let fs: Vec<f64> = points.iter().map(|p| p.1.as_f64()).collect();
         encode_floats(&fs, out);
     } else {
         out.push(LAYOUT_MIXED);
         let mut bitmap = vec![0u8; points.len().div_ceil(8)];
+        let mut ints = Vec::with_capacity(points.len() - floats);
+        let mut fs = Vec::with_capacity(floats);
         for (i, p) in points.iter().enumerate() {
-            if p.1.is_float() {
-                bitmap[i / 8] |= 0x80 >> (i % 8);
+            match p.1 {
+                Value::Int(v) => ints.push(v),
+                Value::Float(f) => {
+                    fs.push(f);
+                    bitmap[i / 8] |= 0x80 >> (i % 8);
+                }
             }
         }
         out.extend_from_slice(&bitmap);
         encode_ints(&ints, out);
         encode_floats(&fs, out);
+    }
+}
+
+/// The integer of an integer value (callers only pass integers; a float maps to its bits).
+#[inline]
+fn int_bits(v: Value) -> i64 {
+    match v {
+        Value::Int(i) => i,
+        Value::Float(f) => f.to_bits() as i64,
     }
 }
 
@@ -231,8 +241,59 @@ fn decimal_at(v: f64, from: u32) -> Option<(u32, i64)> {
     None
 }
 
+/// `1.5 * 2^52`: adding and subtracting it rounds an f64 below 2^51 in magnitude to an integer
+/// (ties to even) with plain additions, which vectorize, unlike a float-to-int conversion.
+const ROUNDER: f64 = 6_755_399_441_055_744.0;
+/// Magnitude below which [`ROUNDER`] rounds exactly (2^51).
+const ROUNDER_LIMIT: f64 = 2_251_799_813_685_248.0;
+/// Values whose scale is searched one by one before the rest are checked at that scale.
+const SCALE_PROBE: usize = 32;
+
 /// Finds one scale `k` and mantissas with `m_i as f64 / 10^k == vals[i]` bit for bit.
+///
+/// The scale the first values need is usually the scale of them all (a gauge keeps its number
+/// of decimals), so it is found on a probe of [`SCALE_PROBE`] values and then checked on every
+/// value in one branch-free pass; only when that fails does the value-by-value search run.
 fn decimal_mantissas(vals: &[f64]) -> Option<(u32, Vec<i64>)> {
+    let probe = &vals[..vals.len().min(SCALE_PROBE)];
+    // A value that fails on its own fails in any company, so a failed probe ends the search.
+    let (k, probe_ms) = decimal_search(probe)?;
+    if probe.len() == vals.len() {
+        return Some((k, probe_ms));
+    }
+    match mantissas_at(vals, k) {
+        Some(ms) => Some((k, ms)),
+        None => decimal_search(vals),
+    }
+}
+
+/// The mantissas of `vals` at scale `k` if every value is exactly `m / 10^k` with
+/// `|m| < 2^51`. Rounds half to even where `decimal_at` rounds half away from zero, which only
+/// matters at a tie, and a value at a tie is never exact at that scale.
+fn mantissas_at(vals: &[f64], k: u32) -> Option<Vec<i64>> {
+    let p = POW10[k as usize];
+    let mut exact = true;
+    for &v in vals {
+        let x = v * p;
+        let r = (x + ROUNDER) - ROUNDER;
+        // `abs() < limit` is false for NaN and infinities; the bit comparison keeps -0.0 apart.
+        exact &= (x.abs() < ROUNDER_LIMIT) & ((r / p).to_bits() == v.to_bits());
+    }
+    if !exact {
+        return None;
+    }
+    // `v * p + ROUNDER` lies in [2^52, 2^53), where the f64's bits count in steps of one: its
+    // bits minus those of ROUNDER are the rounded mantissa (no float-to-int conversion).
+    let base = ROUNDER.to_bits() as i64;
+    Some(
+        vals.iter()
+            .map(|&v| ((v * p + ROUNDER).to_bits() as i64).wrapping_sub(base))
+            .collect(),
+    )
+}
+
+/// The value-by-value search for [`decimal_mantissas`]: raises the scale as values need it.
+fn decimal_search(vals: &[f64]) -> Option<(u32, Vec<i64>)> {
     let mut k = 0u32;
     let mut p = 1.0f64;
     let mut ms: Vec<i64> = Vec::with_capacity(vals.len());
@@ -330,7 +391,12 @@ pub(crate) fn decode_floats<T>(
                     tag: k,
                 });
             };
-            decode_ints(cur, dst, |slot, m| set(slot, m as f64 / p))?;
+            if k == 0 {
+                // Integral floats: the division by 1 is exact, so skip it.
+                decode_ints(cur, dst, |slot, m| set(slot, m as f64))?;
+            } else {
+                decode_ints(cur, dst, |slot, m| set(slot, m as f64 / p))?;
+            }
         }
         FLOAT_GORILLA => gorilla::decode(cur, dst, set)?,
         tag => {

@@ -3,6 +3,7 @@
 mod index;
 mod model;
 mod rowcompact;
+mod rowcompact_crash;
 mod write;
 
 use strata_tsdb::{Tsdb, TsdbOptions};
