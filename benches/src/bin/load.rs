@@ -120,21 +120,25 @@ fn generate(hosts: usize, hours: i64, seed: u64) -> Vec<u8> {
     out
 }
 
-/// Splits `data` into `n` pieces at line boundaries.
-fn split_lines(data: &[u8], n: usize) -> Vec<&[u8]> {
-    let mut parts = Vec::with_capacity(n);
-    let mut start = 0;
-    for i in 1..=n {
-        let mut end = if i == n {
-            data.len()
-        } else {
-            data.len() * i / n
-        };
-        while end < data.len() && end > 0 && data[end - 1] != b'\n' {
-            end += 1;
+/// Splits `data` into `n` pieces by series (metric and tags), keeping each piece's lines in
+/// order, as `shared/bench`'s `tsgen --split` does: every series is sent by one connection, so
+/// each connection's points of a series arrive in time order.
+fn split_lines(data: &[u8], n: usize) -> Vec<Vec<u8>> {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let n = n.max(1);
+    let mut parts = vec![Vec::with_capacity(data.len() / n + 1); n];
+    for line in data.split_inclusive(|&b| b == b'\n') {
+        // `put metric ts value tags…`: the series is the metric and the tags.
+        let mut words = line.split(|&b| b == b' ');
+        let mut h = DefaultHasher::new();
+        words.next();
+        words.next().hash(&mut h);
+        words.next();
+        words.next();
+        for w in words {
+            w.hash(&mut h);
         }
-        parts.push(&data[start..end.max(start)]);
-        start = end.max(start);
+        parts[(h.finish() % n as u64) as usize].extend_from_slice(line);
     }
     parts
 }
@@ -237,10 +241,11 @@ fn main() -> anyhow::Result<()> {
         expected.len(),
         data.len()
     );
+    let parts = split_lines(&data, args.connections);
     let cpu_before = args.pid.and_then(proc_usage).map_or(0.0, |u| u.0);
     let started = Instant::now();
     std::thread::scope(|s| -> anyhow::Result<()> {
-        let handles: Vec<_> = split_lines(&data, args.connections)
+        let handles: Vec<_> = parts
             .into_iter()
             .map(|part| {
                 let addr = args.addr.clone();
@@ -318,5 +323,21 @@ mod tests {
         for p in &parts {
             assert!(p.is_empty() || p.ends_with(b"\n"));
         }
+        // Every series goes to exactly one part.
+        let mut owner: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
+        for (i, p) in parts.iter().enumerate() {
+            for line in p.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                let words: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+                let mut series = words[1].to_vec();
+                for w in &words[4..] {
+                    series.extend_from_slice(w);
+                }
+                assert_eq!(*owner.entry(series).or_insert(i), i);
+            }
+        }
+        assert!(
+            parts.iter().all(|p| !p.is_empty()),
+            "60 series spread over 4 parts"
+        );
     }
 }
