@@ -31,11 +31,18 @@ pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> 
         shared: shared.clone(),
         puts: Vec::new(),
         reply: String::new(),
+        writable: true,
     };
     loop {
-        let n = tokio::select! {
-            n = read.read_buf(&mut buf) => n?,
-            _ = shutdown.changed() => 0,
+        // A read error (a reset) ends the connection like a close does, and the whole lines
+        // read before it are still stored; an unterminated tail is dropped then, as it may be
+        // cut anywhere.
+        let (n, reset) = tokio::select! {
+            n = read.read_buf(&mut buf) => match n {
+                Ok(n) => (n, false),
+                Err(_) => (0, true),
+            },
+            _ = shutdown.changed() => (0, false),
         };
         let eof = n == 0;
         let mut lines = Vec::new();
@@ -50,7 +57,7 @@ pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> 
                 }
             }
         }
-        if eof && too_long.is_none() {
+        if eof && !reset && too_long.is_none() {
             // Clients may close right after a last line that has no terminator.
             match splitter.finish(&mut buf) {
                 Ok(Some(line)) => lines.push(line),
@@ -58,9 +65,10 @@ pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> 
                 Err(e) => too_long = Some(e),
             }
         }
-        let keep_going = session.handle_lines(&lines, &mut write).await?;
+        let keep_going = session.handle_lines(&lines, &mut write).await;
         if let Some(e) = too_long {
-            write.write_all(format!("{e}\n").as_bytes()).await?;
+            session.reply.push_str(&format!("{e}\n"));
+            session.send(&mut write).await;
             return Ok(());
         }
         if eof || !keep_going {
@@ -78,15 +86,15 @@ struct Session {
     puts: Vec<Bytes>,
     /// Reply text waiting to be sent.
     reply: String,
+    /// False once a reply could not be sent. Senders that close right after their last line
+    /// never read replies (`shared/spec/README.md`), so a failed write must not stop the lines
+    /// already on their way from being stored: the connection keeps reading until EOF.
+    writable: bool,
 }
 
 impl Session {
     /// Handles lines in order. Returns false when the connection should close.
-    async fn handle_lines(
-        &mut self,
-        lines: &[Bytes],
-        write: &mut OwnedWriteHalf,
-    ) -> anyhow::Result<bool> {
+    async fn handle_lines(&mut self, lines: &[Bytes], write: &mut OwnedWriteHalf) -> bool {
         let mut open = true;
         self.shared
             .metrics
@@ -125,11 +133,20 @@ impl Session {
             }
         }
         self.flush_puts();
-        if !self.reply.is_empty() {
-            write.write_all(self.reply.as_bytes()).await?;
-            self.reply.clear();
+        self.send(write).await;
+        open
+    }
+
+    /// Sends the waiting reply text, if the peer still takes replies.
+    async fn send(&mut self, write: &mut OwnedWriteHalf) {
+        if self.writable
+            && !self.reply.is_empty()
+            && let Err(e) = write.write_all(self.reply.as_bytes()).await
+        {
+            tracing::debug!(error = %e, "telnet peer stopped taking replies; still reading");
+            self.writable = false;
         }
-        Ok(open)
+        self.reply.clear();
     }
 
     /// Parses the waiting put lines and writes their good points in one batch.

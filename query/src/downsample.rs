@@ -593,6 +593,73 @@ pub(crate) fn downsample_into(
     Ok(())
 }
 
+/// The buckets just outside the emitted range of one series, for the later stages only.
+///
+/// OpenTSDB downsamples the whole scan window (whole hour rows around the query), computes rates
+/// and interpolates across series over it, and only then drops what lies outside `[start, end]`
+/// (§e.2 step 3, §e.8). So the first emitted rate is taken against the bucket before `start`, and
+/// a series without a bucket at some `t` near an edge is interpolated towards its bucket beyond
+/// the edge. Strata's emitted buckets aggregate only points in `[start, end]` (difference #8),
+/// but to give the same rates and interpolation it also computes, from `points` (sorted, the
+/// scan window):
+/// - `before`: the last non-empty bucket that starts before the first emitted bucket, over all
+///   of its points;
+/// - `after`: the first non-empty bucket that starts after `end`, over all of its points.
+///
+/// The caller places them around [`downsample_into`]'s output and drops them after aggregation.
+/// `all` has no neighbours. Fill policies do not apply to these buckets.
+pub(crate) fn edge_buckets<T>(
+    points: &[T],
+    at: impl Fn(&T) -> (i64, f64),
+    spec: &DownsampleSpec,
+    (start, end): (i64, i64),
+    tz: Tz,
+    values: &mut Vec<f64>,
+) -> (Option<Point>, Option<Point>) {
+    let buckets = match spec.interval {
+        Interval::All => return (None, None),
+        Interval::Fixed(width) => Buckets::Fixed(width.max(1)),
+        Interval::Calendar { count, unit } => Buckets::Calendar { count, unit, tz },
+    };
+    if end < start {
+        return (None, None);
+    }
+    let mut first = buckets.floor(start);
+    if first < start {
+        first = buckets.next(first);
+    }
+    let whole_bucket = |b: i64, from: usize, values: &mut Vec<f64>| -> Point {
+        let mut acc = Bucket::new(spec.function);
+        values.clear();
+        for p in &points[from..] {
+            let (ts, v) = at(p);
+            if buckets.floor(ts) != b {
+                break;
+            }
+            acc.push(v, values);
+        }
+        (b, Num::Float(acc.finish(values)))
+    };
+    // Points before the first emitted bucket: the bucket of the last of them.
+    let ts_of = |p: &T| at(p).0;
+    let below = points.partition_point(|p| ts_of(p) < first);
+    let before = below.checked_sub(1).map(|last| {
+        let b = buckets.floor(ts_of(&points[last]));
+        let from = points[..below].partition_point(|p| buckets.floor(ts_of(p)) < b);
+        whole_bucket(b, from, values)
+    });
+    // Points after `end` that belong to no emitted bucket: the bucket of the first of them.
+    let above = points.partition_point(|p| ts_of(p) <= end);
+    let after = points[above..]
+        .iter()
+        .position(|p| buckets.floor(ts_of(p)) > end)
+        .map(|i| {
+            let from = above + i;
+            whole_bucket(buckets.floor(ts_of(&points[from])), from, values)
+        });
+    (before, after)
+}
+
 #[cfg(test)]
 #[path = "downsample/tests.rs"]
 mod tests;

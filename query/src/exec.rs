@@ -17,7 +17,7 @@ use strata_tsdb::{Annotation, Filter, FilterKind, Tsdb, Tsuid, Uid, UidKind, Val
 use crate::aggregate::aggregate;
 use crate::aggregator::Aggregator;
 use crate::deadline::Deadline;
-use crate::downsample::{DownsampleSpec, FillPolicy, downsample_into};
+use crate::downsample::{DownsampleSpec, FillPolicy, downsample_into, edge_buckets};
 use crate::error::{Error, Result};
 use crate::groupby::{TagMap, group_series, group_tags};
 use crate::model::{QueryLimits, SubQuery, TsQuery};
@@ -544,14 +544,23 @@ fn read_chunk(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Processed>> 
         stage.deadline.check()?;
         let mut points = Vec::new();
         match &sp.downsample {
-            Some(ds) => downsample_into(
-                s.points.iter().map(|(t, v)| (*t, v.as_f64())),
-                ds,
-                (plan.start_ms, plan.end_ms),
-                plan.tz,
-                &mut scratch,
-                &mut points,
-            )?,
+            Some(ds) => {
+                // The buckets beside the range feed rate and interpolation, as OpenTSDB's scan
+                // window does; `run_sub` drops them after aggregation.
+                let range = (plan.start_ms, plan.end_ms);
+                let at = |(t, v): &(i64, strata_tsdb::Value)| (*t, v.as_f64());
+                let (before, after) = edge_buckets(&s.points, at, ds, range, plan.tz, &mut scratch);
+                points.extend(before);
+                downsample_into(
+                    s.points.iter().map(at),
+                    ds,
+                    range,
+                    plan.tz,
+                    &mut scratch,
+                    &mut points,
+                )?;
+                points.extend(after);
+            }
             None => points.extend(s.points.iter().map(|(t, v)| (*t, to_num(*v)))),
         }
         if sp.sub.rate {

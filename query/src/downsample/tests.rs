@@ -467,3 +467,45 @@ mod fold_prop {
         }
     }
 }
+
+fn edges(points: &[(i64, f64)], s: &str, start: i64, end: i64) -> (Option<Point>, Option<Point>) {
+    edge_buckets(points, |p| *p, &spec(s), (start, end), UTC, &mut Vec::new())
+}
+
+#[test]
+fn edge_buckets_are_the_whole_neighbouring_buckets() {
+    // Points every 20 s from T to T+4m; 1m buckets; range [T+70s, T+150s].
+    let points: Vec<(i64, f64)> = (0..=12).map(|i| (T + i * 20 * SEC, i as f64)).collect();
+    let (before, after) = edges(&points, "1m-avg", T + 70 * SEC, T + 150 * SEC);
+    // The first emitted bucket is T+2m; before it, the T+1m bucket over all of its points, the
+    // one at 60 s (before `start`) included: 3, 4 and 5, avg 4.
+    assert_eq!(before, Some((T + MIN, Num::Float(4.0))));
+    // The last emitted bucket is T+2m (start ≤ end); after it, T+3m: points 9, 10, 11, avg 10.
+    assert_eq!(after, Some((T + 3 * MIN, Num::Float(10.0))));
+}
+
+#[test]
+fn edge_buckets_skip_empty_buckets_and_are_absent_without_points() {
+    // A gap: points at T and T+10m only; range [T+3m, T+5m].
+    let points = [(T, 1.0), (T + 10 * MIN, 2.0)];
+    let (before, after) = edges(&points, "1m-sum", T + 3 * MIN, T + 5 * MIN);
+    assert_eq!(before, Some((T, Num::Float(1.0))));
+    assert_eq!(after, Some((T + 10 * MIN, Num::Float(2.0))));
+    // Points only inside the range: no neighbours.
+    let inside = [(T + 3 * MIN, 1.0), (T + 4 * MIN, 2.0)];
+    assert_eq!(
+        edges(&inside, "1m-sum", T + 3 * MIN, T + 5 * MIN),
+        (None, None)
+    );
+    // A point after `end` but in the last emitted bucket is not a neighbour.
+    let tail = [(T + 5 * MIN + 30 * SEC, 1.0)];
+    assert_eq!(
+        edges(&tail, "1m-sum", T + 3 * MIN, T + 5 * MIN),
+        (None, None)
+    );
+    // `all` has no neighbours.
+    assert_eq!(
+        edges(&points, "0all-sum", T + 3 * MIN, T + 5 * MIN),
+        (None, None)
+    );
+}

@@ -598,3 +598,54 @@ fn grafana_request_bodies() {
         "{body}"
     );
 }
+
+/// A downsampled rate whose start is not on a bucket: the first emitted bucket's rate is taken
+/// against the bucket before `start`, as OpenTSDB does over its scan window (§e.2 step 3).
+#[test]
+fn downsampled_rate_has_a_value_in_the_first_bucket_after_an_unaligned_start() {
+    let db = TempTsdb::new();
+    // A counter rising 1 per second, one point every 10 s for 10 minutes.
+    let points: Vec<(i64, i64)> = (0..60).map(|i| (T + 10 * i, 10 * i)).collect();
+    db.put("net.bytes", &[("host", "web01")], &ints(&points));
+    let (status, body) = db.get(&format!(
+        "start={}&end={}&m=sum:1m-avg:rate:net.bytes",
+        T + 125,
+        T + 299
+    ));
+    assert_eq!(status, 200, "{body}");
+    let v = parse(&body);
+    // Buckets T+120 (points 120..170, avg 145) and T+180 (180..230, avg 205): (205-145)/60 = 1.
+    // T+120 starts before `start`, so T+180 is the first bucket emitted, and it has its rate.
+    assert_eq!(
+        v[0]["dps"],
+        json!({
+            (T + 180).to_string(): 1.0,
+            (T + 240).to_string(): 1.0,
+        }),
+        "{body}"
+    );
+}
+
+/// A sparse series in a downsampled sum is interpolated between its buckets on either side of
+/// the range, as OpenTSDB interpolates over its scan window (§e.8), though none of its own
+/// buckets is in `[start, end]`.
+#[test]
+fn downsampled_sum_interpolates_a_sparse_series_across_the_range_edges() {
+    let db = TempTsdb::new();
+    let every_minute: Vec<(i64, i64)> = (0..=10).map(|i| (T + 60 * i, 1)).collect();
+    db.put("m", &[("host", "a")], &ints(&every_minute));
+    db.put("m", &[("host", "b")], &ints(&[(T, 0), (T + 300, 50)]));
+    let (status, body) = db.get(&format!("start={}&end={}&m=sum:1m-avg:m", T + 120, T + 240));
+    assert_eq!(status, 200, "{body}");
+    let v = parse(&body);
+    // b is 0 at T and 50 at T+300: 20, 30 and 40 at T+120, T+180 and T+240, plus a's 1.
+    assert_eq!(
+        v[0]["dps"],
+        json!({
+            (T + 120).to_string(): 21.0,
+            (T + 180).to_string(): 31.0,
+            (T + 240).to_string(): 41.0,
+        }),
+        "{body}"
+    );
+}
