@@ -202,6 +202,7 @@ fn query_method(method: &Method) -> strata_query::QueryMethod {
 fn query_limits(shared: &Shared) -> strata_query::QueryLimits {
     strata_query::QueryLimits {
         timeout: shared.config.query_timeout,
+        allow_delete: shared.config.allow_delete,
         ..strata_query::QueryLimits::default()
     }
 }

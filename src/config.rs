@@ -57,6 +57,10 @@ pub(crate) struct ServeArgs {
     /// If-Modified-Since].
     #[arg(long, env = "STRATA_CORS_HEADERS")]
     pub(crate) cors_headers: Option<String>,
+    /// Allow `/api/query` to delete what it matches (`DELETE`, or `delete: true`), OpenTSDB's
+    /// `tsd.http.query.allow_delete` [default: false].
+    #[arg(long, env = "STRATA_ALLOW_DELETE", num_args = 0..=1, default_missing_value = "true")]
+    pub(crate) allow_delete: Option<bool>,
 }
 
 /// OpenTSDB's default `tsd.http.request.cors_headers`.
@@ -78,6 +82,7 @@ struct FileConfig {
     query_timeout_ms: Option<u64>,
     cors_domains: Option<String>,
     cors_headers: Option<String>,
+    allow_delete: Option<bool>,
 }
 
 /// Which origins may make cross-origin requests.
@@ -132,6 +137,8 @@ pub(crate) struct Config {
     pub(crate) query_timeout: Option<std::time::Duration>,
     pub(crate) cors: Cors,
     pub(crate) cors_headers: String,
+    /// Whether queries may delete.
+    pub(crate) allow_delete: bool,
 }
 
 impl Config {
@@ -189,6 +196,7 @@ impl Config {
                 .clone()
                 .or(file.cors_headers)
                 .unwrap_or_else(|| DEFAULT_CORS_HEADERS.into()),
+            allow_delete: args.allow_delete.or(file.allow_delete).unwrap_or(false),
         };
         config
             .fsync

@@ -6,7 +6,7 @@ pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The two lines of the telnet `version` reply.
 pub(crate) fn telnet_lines() -> String {
     format!(
-        "net.opentsdb.tools Strata {VERSION} built at revision unknown (MINT)\nBuilt on unknown by strata@localhost:strata\n"
+        "net.opentsdb.tools 2.4.1-strata-{VERSION} built at revision unknown (MINT)\nBuilt on unknown by strata@localhost:strata\n"
     )
 }
 

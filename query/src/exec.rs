@@ -80,24 +80,13 @@ pub(crate) fn tsdb_error(e: strata_tsdb::Error) -> Error {
     }
 }
 
+/// Aggregator names are case-sensitive, as in OpenTSDB (`SUM` is unknown, §e.3).
 fn find_aggregator(name: &str) -> Result<Aggregator> {
     if name.is_empty() {
         return Err(Error::bad_request("Missing the aggregation function"));
     }
     Aggregator::from_name(name)
-        .or_else(|_| Aggregator::from_name(&name.to_ascii_lowercase()))
-        .or_else(|_| {
-            crate::aggregator::aggregator_names()
-                .find(|n| n.eq_ignore_ascii_case(name))
-                .map_or_else(
-                    || {
-                        Err(Error::bad_request(format!(
-                            "No such aggregation function: {name}"
-                        )))
-                    },
-                    Aggregator::from_name,
-                )
-        })
+        .map_err(|_| Error::bad_request(format!("No such aggregation function: {name}")))
 }
 
 /// Validates a query in OpenTSDB's order (§c.3) and de-duplicates identical sub-queries.
@@ -633,13 +622,11 @@ mod tests {
         let mut s = sub("sum", "a");
         s.downsample = Some("1m-".to_owned());
         assert_eq!(msg(query(vec![s])), "No such downsampling function: ");
-        // Aggregator names are matched case-insensitively as a fallback.
-        assert!(
-            plan(
-                &query(vec![sub("SUM", "a"), sub("squaresum", "a")]),
-                10_000_000
-            )
-            .is_ok()
+        // Names are case-sensitive, as in OpenTSDB.
+        assert_eq!(
+            msg(query(vec![sub("SUM", "a")])),
+            "No such aggregation function: SUM"
         );
+        assert!(plan(&query(vec![sub("squareSum", "a")]), 10_000_000).is_ok());
     }
 }

@@ -149,3 +149,42 @@ fn admin_compact_folds_closed_hours_and_queries_agree_before_and_after() -> anyh
     assert_eq!(before, after);
     Ok(())
 }
+
+#[test]
+fn query_deletes_only_when_the_server_allows_it() -> anyhow::Result<()> {
+    let put = br#"[{"metric":"del.me","timestamp":1356998400,"value":1,"tags":{"host":"a"}},
+                   {"metric":"del.me","timestamp":1356998460,"value":2,"tags":{"host":"a"}}]"#;
+    let query = "/api/query?start=1356998400&end=1356998460&m=sum:del.me";
+    // Off by default: 400 with OpenTSDB's message, and nothing is deleted.
+    let server = Server::start()?;
+    assert_eq!(server.http("POST", "/api/put", put)?.0, 204);
+    let (status, err) = server.http("DELETE", query, b"")?;
+    assert_eq!(status, 400, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&err)?;
+    assert_eq!(v["error"]["message"], "Bad request", "{err}");
+    assert_eq!(
+        v["error"]["details"],
+        "Deleting data is not enabled (tsd.http.query.allow_delete=false)"
+    );
+    let (_, body) = server.http("GET", query, b"")?;
+    let v: serde_json::Value = serde_json::from_str(&body)?;
+    assert_eq!(
+        v[0]["dps"],
+        serde_json::json!({"1356998400": 1, "1356998460": 2})
+    );
+    // `--allow-delete`: the query answers with what it matched, then it is gone.
+    let dir = tempfile::tempdir()?;
+    let server = Server::start_in(dir.path(), &["--allow-delete"])?;
+    assert_eq!(server.http("POST", "/api/put", put)?.0, 204);
+    let (status, body) = server.http("DELETE", query, b"")?;
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body)?;
+    assert_eq!(
+        v[0]["dps"],
+        serde_json::json!({"1356998400": 1, "1356998460": 2})
+    );
+    let (status, body) = server.http("GET", query, b"")?;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, "[]", "deleted points must not come back");
+    Ok(())
+}
