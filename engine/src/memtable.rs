@@ -1,7 +1,9 @@
 //! The memtable: recent writes, held in memory until they are flushed to an SST.
 //!
 //! Entries are grouped by table, then by row, so appending cells to a row already in the
-//! memtable costs one lookup of the row plus a push onto that row's vector of entries. Within a
+//! memtable costs one lookup of the row plus a push onto that row's vector of entries. The
+//! writer finds a row through a hash index (one hash and one comparison); a B-tree over the
+//! same rows gives readers and flushes the key order. Only a new row touches the B-tree. Within a
 //! row, entries are kept sorted exactly as [`InternalKey`]s sort (row tombstones first, then
 //! columns ascending, newest sequence number first), so a row's entries can be handed to the SST
 //! builder or a reader in internal-key order without re-sorting. Time-series writes append cells
@@ -23,6 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::RwLock;
+use rustc_hash::FxHashMap;
 
 use crate::batch::OpRef;
 use crate::key::{Entry, EntryKind, Found, InternalKey};
@@ -89,11 +92,38 @@ impl MemEntry {
     }
 }
 
-type TableMap = BTreeMap<Bytes, Vec<MemEntry>>;
+/// The rows of one table.
+#[derive(Debug, Default)]
+struct TableRows {
+    /// Row key → index into `rows`, in key order: for reads and flushes.
+    order: BTreeMap<Bytes, usize>,
+    /// Row key → index into `rows`: for writes. A B-tree descent over 40-byte time-series
+    /// rowkeys costs a dozen memcmp calls; this is one hash and one comparison. (Measured:
+    /// the B-tree lookup was about a quarter of `Tsdb::write`'s time.)
+    index: FxHashMap<Bytes, usize>,
+    /// Each row's entries, in internal-key order.
+    rows: Vec<Vec<MemEntry>>,
+}
+
+impl TableRows {
+    fn get(&self, row: &[u8]) -> Option<&Vec<MemEntry>> {
+        self.index.get(row).map(|&i| &self.rows[i])
+    }
+
+    /// Rows and their entries in key order, over `range` of row keys.
+    fn range<'a>(
+        &'a self,
+        range: (Bound<Bytes>, Bound<Bytes>),
+    ) -> impl Iterator<Item = (&'a Bytes, &'a Vec<MemEntry>)> + 'a {
+        self.order
+            .range(range)
+            .map(|(row, &i)| (row, &self.rows[i]))
+    }
+}
 
 #[derive(Debug, Default)]
 struct Tables {
-    tables: BTreeMap<u32, TableMap>,
+    tables: BTreeMap<u32, TableRows>,
     /// The unused tail of the current arena chunk.
     arena: BytesMut,
 }
@@ -185,13 +215,19 @@ impl Memtable {
         let mut added = ENTRY_OVERHEAD + column.len() as u64 + value.len() as u64;
         let data = t.alloc(column, value);
         let rows = t.tables.entry(table).or_default();
-        let entries = match rows.get_mut(row) {
-            Some(r) => r,
+        let i = match rows.index.get(row) {
+            Some(&i) => i,
             None => {
                 added += ROW_OVERHEAD + row.len() as u64;
-                rows.entry(Bytes::copy_from_slice(row)).or_default()
+                let key = Bytes::copy_from_slice(row);
+                let i = rows.rows.len();
+                rows.rows.push(Vec::new());
+                rows.order.insert(key.clone(), i);
+                rows.index.insert(key, i);
+                i
             }
         };
+        let entries = &mut rows.rows[i];
         if kind == EntryKind::DeleteRow {
             // Earlier operations of the same batch on this row are overridden.
             entries.retain(|e| e.kind == EntryKind::DeleteRow || e.seq != seq);
@@ -253,7 +289,10 @@ impl Memtable {
         f: &mut dyn FnMut(&Entry) -> crate::error::Result<()>,
     ) -> crate::error::Result<()> {
         let tables = self.tables.read();
-        for (row, entries) in tables.tables.get(&table).into_iter().flatten() {
+        let Some(rows) = tables.tables.get(&table) else {
+            return Ok(());
+        };
+        for (row, entries) in rows.range((Bound::Unbounded, Bound::Unbounded)) {
             for e in entries {
                 f(&e.entry(row))?;
             }
