@@ -262,7 +262,7 @@ impl Tsdb {
             )));
         }
         let inner = &*self.inner;
-        let _guard = inner.write_lock.lock();
+        let mut guard = inner.write_lock.lock();
         let snap = inner.db.snapshot();
         let rows = self.fetch_rows(&snap, ids, start_ms, end_ms, Plan::Auto)?;
         let mut batch = WriteBatch::new();
@@ -345,9 +345,10 @@ impl Tsdb {
                 new_lasts.push((*id, last));
             }
         }
-        inner.db.write(&batch)?;
-        // The batch removed the dirty markers of the rows it touched; the write path must not
+        // The batch removes the dirty markers of the rows it touches; the write path must not
         // assume its cached markers are still there.
+        guard.markers_deleted();
+        inner.db.write(&batch)?;
         inner.series_cache.clear();
         let mut index = inner.index.write();
         for (id, last) in new_lasts {

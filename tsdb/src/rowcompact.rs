@@ -291,7 +291,7 @@ impl Tsdb {
         if prepared.iter().all(Option::is_none) {
             return Ok(());
         }
-        let _guard = inner.write_lock.lock();
+        let mut guard = inner.write_lock.lock();
         // Nothing committed since the read (the common case when ingest is quiet): the rows
         // and markers are as read. Otherwise re-read them and keep only the unchanged rows.
         let recheck = if inner.db.stats().batches_written == batches_before {
@@ -341,7 +341,9 @@ impl Tsdb {
             }
             batch.delete_row(&inner.meta, &c.marker_key);
         }
+        guard.markers_deleted();
         inner.db.write(&batch)?;
+        drop(guard);
         stats.add(&done);
         Ok(())
     }

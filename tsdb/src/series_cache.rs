@@ -27,7 +27,7 @@ pub(crate) struct CachedSeries {
     pub(crate) salt: u8,
     /// The dense series id once the series is in the index.
     id: AtomicU32,
-    /// `base_time << 32 | batch` of the last dirty marker this entry wrote; see
+    /// `base_time << 32 | marker epoch` of the last dirty marker this entry wrote; see
     /// `Tsdb::write_inner`.
     marked: AtomicU64,
 }
@@ -45,15 +45,15 @@ impl CachedSeries {
         self.id.store(id, Ordering::Relaxed);
     }
 
-    /// The `(base_time, batch)` of the last marker written for this entry.
+    /// The `(base_time, marker epoch)` of the last marker written for this entry.
     pub(crate) fn marked(&self) -> (u32, u32) {
         let m = self.marked.load(Ordering::Relaxed);
         ((m >> 32) as u32, m as u32)
     }
 
-    pub(crate) fn set_marked(&self, base_time: u32, batch: u32) {
+    pub(crate) fn set_marked(&self, base_time: u32, epoch: u32) {
         self.marked.store(
-            u64::from(base_time) << 32 | u64::from(batch),
+            u64::from(base_time) << 32 | u64::from(epoch),
             Ordering::Relaxed,
         );
     }

@@ -30,10 +30,26 @@ use crate::value::Value;
 const SERIES_CACHE_ENTRIES: usize = 1 << 21;
 
 /// State of the write path, under `Inner::write_lock`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct WriteState {
-    /// Batches written (wrapping); tags the dirty markers a batch wrote.
-    batches: u32,
+    /// Changes whenever dirty markers may have been deleted (a row compaction or a delete
+    /// committed). A series whose marker for a row was written in the current epoch needs no
+    /// new one: nothing can have removed it since, as every removal commits under this lock.
+    marker_epoch: u32,
+}
+
+impl Default for WriteState {
+    fn default() -> Self {
+        // Never 0, the epoch of a cached series that has marked nothing yet.
+        WriteState { marker_epoch: 1 }
+    }
+}
+
+impl WriteState {
+    /// Called, under the write lock, before committing a batch that deletes dirty markers.
+    pub(crate) fn markers_deleted(&mut self) {
+        self.marker_epoch = self.marker_epoch.wrapping_add(1).max(1);
+    }
 }
 
 /// A series' newest point as a batch changes it.
@@ -233,9 +249,8 @@ impl Tsdb {
         let prepared = self.prepare_all(points);
         let now_ms = inner.opts.clock.now_ms();
         let grace_ms = inner.opts.rowcompact_grace.as_millis() as u64;
-        let mut state = inner.write_lock.lock();
-        state.batches = state.batches.wrapping_add(1);
-        let batch_no = state.batches;
+        let state = inner.write_lock.lock();
+        let epoch = state.marker_epoch;
         let mut batch = WriteBatch::new();
         let mut new_series: Vec<Tsuid> = Vec::new();
         let mut new_ids: FxHashMap<Tsuid, u32> = FxHashMap::default();
@@ -287,19 +302,19 @@ impl Tsdb {
                     p.enc.as_bytes(),
                 );
                 // A row keeps its dirty marker until the row compactor folds it, which happens
-                // only once the row's hour has closed. So while the hour is open, one marker per
-                // series and row is enough; for a closed row the marker is written again by
-                // every batch (the compactor may have cleared it).
+                // only once the row's hour has closed, or a delete removes it. So while the hour
+                // is open, one marker per series and row is enough; for a closed row the marker
+                // is written again once markers may have been deleted (a new epoch).
                 let open = (u64::from(base) + u64::from(ROW_SPAN_SECS)) * 1000 + grace_ms > now_ms;
-                let (marked_base, marked_batch) = series.marked();
-                if marked_base != base || !(open || marked_batch == batch_no) {
+                let (marked_base, marked_epoch) = series.marked();
+                if marked_base != base || !(open || marked_epoch == epoch) {
                     batch.put(
                         &inner.meta,
                         &meta::key(meta::DIRTY_PREFIX, &rowkey),
                         meta::DIRTY_COLUMN,
                         &now_ms.to_be_bytes(),
                     );
-                    series.set_marked(base, batch_no);
+                    series.set_marked(base, epoch);
                     marked.push(p.series.clone());
                 }
                 let current = match lasts.get(&id) {
@@ -808,7 +823,7 @@ mod tests {
             Some((hour * 1000).to_be_bytes().to_vec()),
             "an open row is marked once"
         );
-        // The compactor may clear the marker of a closed row, so every write re-marks it.
+        // The compactor clears the marker of a closed row, so the next write re-marks it.
         clock.set_ms((hour + 3600 + 601) * 1000);
         let before = db.stats();
         db.rowcompact_all()?;
@@ -819,6 +834,33 @@ mod tests {
             marker()?,
             Some(((hour + 3600 + 601) * 1000).to_be_bytes().to_vec())
         );
+        // Until markers may have been deleted again, later writes to the closed row need none.
+        clock.set_ms((hour + 3600 + 700) * 1000);
+        write(hour + 50)?;
+        assert_eq!(
+            marker()?,
+            Some(((hour + 3600 + 601) * 1000).to_be_bytes().to_vec()),
+            "a closed row is marked once per marker epoch"
+        );
+        db.rowcompact_all()?;
+        assert_eq!(marker()?, None);
+        write(hour + 55)?;
+        assert_eq!(
+            marker()?,
+            Some(((hour + 3600 + 700) * 1000).to_be_bytes().to_vec()),
+            "a compaction starts a new epoch"
+        );
+        // A compaction of other rows starts a new epoch too: re-marking is then harmless.
+        db.rowcompact_all()?;
+        write(hour + 56)?;
+        assert!(marker()?.is_some());
+        let points = db.read_series(&db.find_series("m", &[])?, 0, i64::MAX)?;
+        let ts: Vec<i64> = points[0].points.iter().map(|p| p.0).collect();
+        let want: Vec<i64> = [0, 30, 40, 50, 55, 56]
+            .iter()
+            .map(|s| (hour as i64 + s) * 1000)
+            .collect();
+        assert_eq!(ts, want);
         Ok(())
     }
 
