@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
-use xxhash_rust::xxh3::xxh3_64;
 
 use crate::rowkey::Tsuid;
 
@@ -21,8 +20,6 @@ const NO_ID: u32 = u32::MAX;
 /// A resolved series, shared by the cache and the points of a batch being written.
 #[derive(Debug)]
 pub(crate) struct CachedSeries {
-    /// The raw key the entry was made for (see [`raw_key`]).
-    key: Box<[u8]>,
     pub(crate) tsuid: Tsuid,
     pub(crate) salt: u8,
     /// The dense series id once the series is in the index.
@@ -59,10 +56,11 @@ impl CachedSeries {
     }
 }
 
-/// The cache. Lookups take a read lock; inserts a write lock.
+/// The cache. Lookups take a read lock; inserts a write lock. Keyed by the raw key itself
+/// (see [`raw_key`]): one Fx hash of the key and one comparison per lookup.
 #[derive(Debug)]
 pub(crate) struct SeriesCache {
-    map: RwLock<FxHashMap<u64, Vec<Arc<CachedSeries>>>>,
+    map: RwLock<FxHashMap<Box<[u8]>, Arc<CachedSeries>>>,
     max_entries: usize,
 }
 
@@ -76,34 +74,25 @@ impl SeriesCache {
 
     /// The entry of `key` (built by [`raw_key`]).
     pub(crate) fn get(&self, key: &[u8]) -> Option<Arc<CachedSeries>> {
-        let h = xxh3_64(key);
-        self.map
-            .read()
-            .get(&h)?
-            .iter()
-            .find(|e| *e.key == *key)
-            .cloned()
+        self.map.read().get(key).cloned()
     }
 
     /// Adds an entry for `key`, or returns the one another writer added first.
     pub(crate) fn insert(&self, key: &[u8], tsuid: Tsuid, salt: u8) -> Arc<CachedSeries> {
-        let h = xxh3_64(key);
         let mut map = self.map.write();
+        if let Some(e) = map.get(key) {
+            return e.clone();
+        }
         if map.len() >= self.max_entries {
             map.clear();
         }
-        let slot = map.entry(h).or_default();
-        if let Some(e) = slot.iter().find(|e| *e.key == *key) {
-            return e.clone();
-        }
         let e = Arc::new(CachedSeries {
-            key: key.into(),
             tsuid,
             salt,
             id: AtomicU32::new(NO_ID),
             marked: AtomicU64::new(0),
         });
-        slot.push(e.clone());
+        map.insert(key.into(), e.clone());
         e
     }
 
