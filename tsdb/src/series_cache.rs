@@ -73,8 +73,16 @@ impl SeriesCache {
     }
 
     /// The entry of `key` (built by [`raw_key`]).
+    #[cfg(test)]
     pub(crate) fn get(&self, key: &[u8]) -> Option<Arc<CachedSeries>> {
         self.map.read().get(key).cloned()
+    }
+
+    /// A read view for many lookups under one lock acquisition. Drop it before [`insert`].
+    ///
+    /// [`insert`]: SeriesCache::insert
+    pub(crate) fn reader(&self) -> SeriesCacheReader<'_> {
+        SeriesCacheReader(self.map.read())
     }
 
     /// Adds an entry for `key`, or returns the one another writer added first.
@@ -99,6 +107,26 @@ impl SeriesCache {
     /// Drops every entry.
     pub(crate) fn clear(&self) {
         self.map.write().clear();
+    }
+}
+
+/// Lookups in the cache under one read lock (see [`SeriesCache::reader`]).
+pub(crate) struct SeriesCacheReader<'a>(
+    parking_lot::RwLockReadGuard<'a, FxHashMap<Box<[u8]>, Arc<CachedSeries>>>,
+);
+
+impl SeriesCacheReader<'_> {
+    /// The entry of `key` (built by [`raw_key`]).
+    pub(crate) fn get(&self, key: &[u8]) -> Option<Arc<CachedSeries>> {
+        self.0.get(key).cloned()
+    }
+}
+
+impl std::fmt::Debug for SeriesCacheReader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SeriesCacheReader")
+            .field("entries", &self.0.len())
+            .finish()
     }
 }
 

@@ -416,6 +416,8 @@ impl Tsdb {
     /// Validates and resolves every point, through the series cache.
     fn prepare_all<S: AsRef<str>>(&self, points: &[PointRef<'_, S>]) -> Vec<Result<Prepared>> {
         let mut key = Vec::with_capacity(128);
+        // One read lock for the whole batch; released only to add a series.
+        let mut cache = Some(self.inner.series_cache.reader());
         points
             .iter()
             .map(|p| {
@@ -431,9 +433,13 @@ impl Tsdb {
                 }
                 let ts_ms = timestamp_to_ms(p.timestamp, p.metric, p.tags, || enc.describe())?;
                 raw_key(p.metric, p.tags, &mut key);
-                let series = match self.inner.series_cache.get(&key) {
+                let cached = cache
+                    .get_or_insert_with(|| self.inner.series_cache.reader())
+                    .get(&key);
+                let series = match cached {
                     Some(s) => s,
                     None => {
+                        cache = None;
                         let tsuid = self.resolve_series(p)?;
                         let salt = salt_of(&tsuid, self.inner.buckets);
                         self.inner.series_cache.insert(&key, tsuid, salt)
