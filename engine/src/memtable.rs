@@ -10,9 +10,10 @@
 //! in column order, so the common case is a push at the end; anything else is a binary search
 //! and an insertion.
 //!
-//! Each entry's column and value are copied once, back to back, into the memtable's arena: a
-//! chunk of memory that entries share by reference count, so a write costs no allocation of
-//! its own and readers get the column and value as slices without copying.
+//! Each entry's column and value are copied once, back to back, into the memtable's arena, and
+//! the entry keeps only their chunk and offset: a write costs no allocation and no reference
+//! count of its own. Readers get slices of the filled chunks without copying; only entries in
+//! the chunk still being filled (at most [`ARENA_CHUNK`] bytes) are copied out.
 //!
 //! Several operations of one batch share a sequence number. Within a batch later operations win:
 //! a put or cell delete replaces an entry of the same cell and seq, and a row delete drops the
@@ -43,11 +44,12 @@ const ROW_INITIAL_ENTRIES: usize = 16;
 const ARENA_CHUNK: usize = 64 << 10;
 
 /// One entry of a row.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct MemEntry {
-    /// Column ‖ value, a slice of the arena.
-    data: Bytes,
+    /// Where column ‖ value start in the arena.
+    at: ArenaPos,
     column_len: u32,
+    value_len: u32,
     kind: EntryKind,
     seq: u64,
     write_ms: u64,
@@ -59,38 +61,93 @@ impl MemEntry {
         u8::from(self.kind != EntryKind::DeleteRow)
     }
 
-    fn column(&self) -> &[u8] {
-        &self.data[..self.column_len as usize]
+    fn column<'a>(&self, arena: &'a Arena) -> &'a [u8] {
+        arena.bytes(self.at, 0, self.column_len)
     }
 
     /// Orders the entry against the slot `(cell, column, seq)` like [`InternalKey`]s of one row.
-    fn cmp_slot(&self, cell: u8, column: &[u8], seq: u64) -> CmpOrdering {
+    fn cmp_slot(&self, arena: &Arena, cell: u8, column: &[u8], seq: u64) -> CmpOrdering {
         self.cell()
             .cmp(&cell)
-            .then_with(|| self.column().cmp(column))
+            .then_with(|| self.column(arena).cmp(column))
             .then_with(|| seq.cmp(&self.seq))
     }
 
-    fn found(&self) -> Found {
+    fn found(&self, arena: &Arena) -> Found {
         Found {
             kind: self.kind,
             seq: self.seq,
             write_ms: self.write_ms,
-            value: self.data.slice(self.column_len as usize..),
+            value: arena.shared(self.at, self.column_len, self.value_len),
         }
     }
 
-    fn entry(&self, row: &Bytes) -> Entry {
-        let split = self.column_len as usize;
+    fn entry(&self, row: &Bytes, arena: &Arena) -> Entry {
         Entry {
             key: InternalKey {
                 row: row.clone(),
-                column: self.data.slice(..split),
+                column: arena.shared(self.at, 0, self.column_len),
                 seq: self.seq,
                 kind: self.kind,
             },
             write_ms: self.write_ms,
-            value: self.data.slice(split..),
+            value: arena.shared(self.at, self.column_len, self.value_len),
+        }
+    }
+}
+
+/// A position in the arena: chunk number and byte offset.
+#[derive(Debug, Clone, Copy)]
+struct ArenaPos {
+    chunk: u32,
+    offset: u32,
+}
+
+/// The memtable's copies of columns and values: filled chunks, frozen and shareable, and the
+/// chunk being filled.
+#[derive(Debug, Default)]
+struct Arena {
+    full: Vec<Bytes>,
+    filling: BytesMut,
+}
+
+impl Arena {
+    /// Copies `column ‖ value` in.
+    fn alloc(&mut self, column: &[u8], value: &[u8]) -> ArenaPos {
+        let n = column.len() + value.len();
+        if self.filling.capacity() - self.filling.len() < n {
+            let fresh = BytesMut::with_capacity(ARENA_CHUNK.max(n));
+            let full = std::mem::replace(&mut self.filling, fresh);
+            if !full.is_empty() {
+                self.full.push(full.freeze());
+            }
+        }
+        let at = ArenaPos {
+            chunk: self.full.len() as u32,
+            offset: self.filling.len() as u32,
+        };
+        self.filling.extend_from_slice(column);
+        self.filling.extend_from_slice(value);
+        at
+    }
+
+    /// `len` bytes at `skip` past `at`.
+    fn bytes(&self, at: ArenaPos, skip: u32, len: u32) -> &[u8] {
+        let chunk: &[u8] = match self.full.get(at.chunk as usize) {
+            Some(c) => c,
+            None => &self.filling,
+        };
+        let start = (at.offset + skip) as usize;
+        &chunk[start..start + len as usize]
+    }
+
+    /// As [`Arena::bytes`], as a `Bytes` sharing a filled chunk (a copy from the chunk being
+    /// filled, which cannot be shared while it is written).
+    fn shared(&self, at: ArenaPos, skip: u32, len: u32) -> Bytes {
+        let start = (at.offset + skip) as usize;
+        match self.full.get(at.chunk as usize) {
+            Some(c) => c.slice(start..start + len as usize),
+            None => Bytes::copy_from_slice(&self.filling[start..start + len as usize]),
         }
     }
 }
@@ -127,21 +184,7 @@ impl TableRows {
 #[derive(Debug, Default)]
 struct Tables {
     tables: BTreeMap<u32, TableRows>,
-    /// The unused tail of the current arena chunk.
-    arena: BytesMut,
-}
-
-impl Tables {
-    /// Copies `column ‖ value` into the arena.
-    fn alloc(&mut self, column: &[u8], value: &[u8]) -> Bytes {
-        let n = column.len() + value.len();
-        if self.arena.capacity() - self.arena.len() < n {
-            self.arena = BytesMut::with_capacity(ARENA_CHUNK.max(n));
-        }
-        self.arena.extend_from_slice(column);
-        self.arena.extend_from_slice(value);
-        self.arena.split().freeze()
-    }
+    arena: Arena,
 }
 
 /// An in-memory, sorted set of entries of every table.
@@ -216,8 +259,9 @@ impl Memtable {
             OpRef::DeleteRow { table, row } => (table, row, &[], EntryKind::DeleteRow, &[]),
         };
         let mut added = ENTRY_OVERHEAD + column.len() as u64 + value.len() as u64;
-        let data = t.alloc(column, value);
-        let rows = t.tables.entry(table).or_default();
+        let Tables { tables, arena } = t;
+        let at = arena.alloc(column, value);
+        let rows = tables.entry(table).or_default();
         let i = match rows.index.get(row) {
             Some(&i) => i,
             None => {
@@ -236,8 +280,9 @@ impl Memtable {
             entries.retain(|e| e.kind == EntryKind::DeleteRow || e.seq != seq);
         }
         let entry = MemEntry {
-            data,
+            at,
             column_len: column.len() as u32,
+            value_len: value.len() as u32,
             kind,
             seq,
             write_ms,
@@ -245,11 +290,11 @@ impl Memtable {
         let cell = entry.cell();
         let appends = entries
             .last()
-            .is_none_or(|last| last.cmp_slot(cell, column, seq).is_lt());
+            .is_none_or(|last| last.cmp_slot(arena, cell, column, seq).is_lt());
         if appends {
             entries.push(entry);
         } else {
-            match entries.binary_search_by(|e| e.cmp_slot(cell, column, seq)) {
+            match entries.binary_search_by(|e| e.cmp_slot(arena, cell, column, seq)) {
                 Ok(i) => entries[i] = entry,
                 Err(i) => entries.insert(i, entry),
             }
@@ -268,13 +313,15 @@ impl Memtable {
         snapshot_seq: u64,
     ) -> Option<Found> {
         let tables = self.tables.read();
+        let arena = &tables.arena;
         let entries = tables.tables.get(&table)?.get(row)?;
         let visible = |cell: u8, column: &[u8]| {
-            let i = entries.partition_point(|e| e.cmp_slot(cell, column, snapshot_seq).is_lt());
+            let i =
+                entries.partition_point(|e| e.cmp_slot(arena, cell, column, snapshot_seq).is_lt());
             entries
                 .get(i)
-                .filter(|e| e.cell() == cell && e.column() == column)
-                .map(MemEntry::found)
+                .filter(|e| e.cell() == cell && e.column(arena) == column)
+                .map(|e| e.found(arena))
         };
         let marker = if entries.first().is_some_and(|e| e.cell() == 0) {
             visible(0, &[])
@@ -297,7 +344,7 @@ impl Memtable {
         };
         for (row, entries) in rows.range((Bound::Unbounded, Bound::Unbounded)) {
             for e in entries {
-                f(&e.entry(row))?;
+                f(&e.entry(row, &tables.arena))?;
             }
         }
         Ok(())
@@ -325,7 +372,7 @@ impl Memtable {
         }
         let mut out = Vec::new();
         for (row, entries) in rows.range((start, end)) {
-            out.extend(entries.iter().map(|e| e.entry(row)));
+            out.extend(entries.iter().map(|e| e.entry(row, &tables.arena)));
         }
         out
     }
