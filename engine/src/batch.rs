@@ -58,6 +58,15 @@ impl WriteBatch {
         WriteBatch::default()
     }
 
+    /// An empty batch with room for about `bytes` of encoded operations (each is its table id,
+    /// row, column and value, plus a few bytes of lengths).
+    pub fn with_capacity(bytes: usize) -> WriteBatch {
+        WriteBatch {
+            data: Vec::with_capacity(bytes),
+            count: 0,
+        }
+    }
+
     /// Sets `column` of `row` in `table` to `value`.
     pub fn put(&mut self, table: &Table, row: &[u8], column: &[u8], value: &[u8]) {
         self.data.push(KIND_PUT);

@@ -251,10 +251,14 @@ impl Tsdb {
         let grace_ms = inner.opts.rowcompact_grace.as_millis() as u64;
         let state = inner.write_lock.lock();
         let epoch = state.marker_epoch;
-        let mut batch = WriteBatch::new();
+        // A data cell is a rowkey (40-odd bytes), a 3-byte column, a value and a few length
+        // bytes; room for that per point spares the batch its doublings.
+        let mut batch = WriteBatch::with_capacity(points.len() * 64);
         let mut new_series: Vec<Tsuid> = Vec::new();
         let mut new_ids: FxHashMap<Tsuid, u32> = FxHashMap::default();
-        let mut lasts: FxHashMap<u32, LastUpdate> = FxHashMap::default();
+        // Most points of a batch are of distinct series: sized once, never rehashed.
+        let mut lasts: FxHashMap<u32, LastUpdate> =
+            FxHashMap::with_capacity_and_hasher(points.len(), Default::default());
         let mut marked: Vec<Arc<CachedSeries>> = Vec::new();
         let mut rowkey: Vec<u8> = Vec::with_capacity(64);
         let mut ok = 0u64;
