@@ -185,6 +185,23 @@ impl TableRows {
 struct Tables {
     tables: BTreeMap<u32, TableRows>,
     arena: Arena,
+    /// Row keys, copied back to back into shared chunks: a new row's key costs no allocation
+    /// of its own, and its two references (B-tree and hash index) share it.
+    keys: BytesMut,
+}
+
+/// Size of one chunk of row keys.
+const KEY_CHUNK: usize = 16 << 10;
+
+impl Tables {
+    /// A shared copy of a new row's key.
+    fn copy_key(keys: &mut BytesMut, row: &[u8]) -> Bytes {
+        if keys.capacity() - keys.len() < row.len() {
+            *keys = BytesMut::with_capacity(KEY_CHUNK.max(row.len()));
+        }
+        keys.extend_from_slice(row);
+        keys.split().freeze()
+    }
 }
 
 /// An in-memory, sorted set of entries of every table.
@@ -259,14 +276,18 @@ impl Memtable {
             OpRef::DeleteRow { table, row } => (table, row, &[], EntryKind::DeleteRow, &[]),
         };
         let mut added = ENTRY_OVERHEAD + column.len() as u64 + value.len() as u64;
-        let Tables { tables, arena } = t;
+        let Tables {
+            tables,
+            arena,
+            keys,
+        } = t;
         let at = arena.alloc(column, value);
         let rows = tables.entry(table).or_default();
         let i = match rows.index.get(row) {
             Some(&i) => i,
             None => {
                 added += ROW_OVERHEAD + row.len() as u64;
-                let key = Bytes::copy_from_slice(row);
+                let key = Tables::copy_key(keys, row);
                 let i = rows.rows.len();
                 rows.rows.push(Vec::with_capacity(ROW_INITIAL_ENTRIES));
                 rows.order.insert(key.clone(), i);
