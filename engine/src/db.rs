@@ -876,7 +876,7 @@ impl Inner {
     ) -> Result<()> {
         let sources: Vec<Source> = inputs
             .iter()
-            .map(|r| Box::new(r.iter(RowRange::all(), false)) as Source)
+            .map(|r| Box::new(r.compaction_iter()) as Source)
             .collect();
         let mut rows = Rows::new(sources, false, u64::MAX);
         let opts = self.table_options(table);

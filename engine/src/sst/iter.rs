@@ -63,6 +63,8 @@ pub(crate) struct SstIter {
     block: usize,
     cursor: Option<Cursor>,
     done: bool,
+    /// Whether blocks read on a cache miss are added to the cache.
+    fill_cache: bool,
 }
 
 impl SstReader {
@@ -76,6 +78,18 @@ impl SstReader {
             block: 0,
             cursor: None,
             done: false,
+            fill_cache: true,
+        }
+    }
+
+    /// A forward iterator over the whole file that leaves the block cache as it is: for
+    /// compaction, whose inputs are read once and then deleted, and would otherwise push the
+    /// blocks that queries use out of the cache (and grow the process by the cache's size
+    /// during a bulk load).
+    pub(crate) fn compaction_iter(self: &Arc<Self>) -> SstIter {
+        SstIter {
+            fill_cache: false,
+            ..self.iter(RowRange::all(), false)
         }
     }
 }
@@ -95,7 +109,7 @@ impl SstIter {
                 self.done = true;
                 return Ok(());
             };
-            let mut it = self.reader.block(entry.handle)?.iter();
+            let mut it = self.reader.block(entry.handle, self.fill_cache)?.iter();
             if let Some(t) = &target {
                 it.seek(t)?;
             }
@@ -112,7 +126,10 @@ impl SstIter {
                     .min(index.len() - 1),
                 None => index.len() - 1,
             };
-            let mut it = self.reader.block(index[self.block].handle)?.rev_iter();
+            let mut it = self
+                .reader
+                .block(index[self.block].handle, self.fill_cache)?
+                .rev_iter();
             if let Some(t) = &target {
                 it.seek_before(t, false)?;
             }
@@ -139,7 +156,7 @@ impl SstIter {
                         self.done = true;
                         return Ok(None);
                     };
-                    let it = self.reader.block(entry.handle)?.iter();
+                    let it = self.reader.block(entry.handle, self.fill_cache)?.iter();
                     self.cursor = Some(Cursor::Fwd(Box::new(it)));
                 }
                 Some(Cursor::Fwd(_)) => break,
@@ -177,14 +194,17 @@ impl SstIter {
                     return Ok(None);
                 }
                 self.block -= 1;
-                let it = self.reader.block(index[self.block].handle)?.rev_iter();
+                let it = self
+                    .reader
+                    .block(index[self.block].handle, self.fill_cache)?
+                    .rev_iter();
                 self.cursor = Some(Cursor::Rev(it));
             } else {
                 self.block += 1;
                 let Some(entry) = index.get(self.block) else {
                     return Ok(None);
                 };
-                let it = self.reader.block(entry.handle)?.iter();
+                let it = self.reader.block(entry.handle, self.fill_cache)?.iter();
                 self.cursor = Some(Cursor::Fwd(Box::new(it)));
             }
         }

@@ -219,7 +219,7 @@ impl SstReader {
         let Some(entry) = index.get(i) else {
             return Ok(None);
         };
-        let mut it = self.block(entry.handle)?.iter();
+        let mut it = self.block(entry.handle, true)?.iter();
         it.seek_parts(target)?;
         Ok(it
             .peek_raw()
@@ -291,8 +291,9 @@ impl SstReader {
         }
     }
 
-    /// Reads, verifies and decodes the data block at `handle`, through the cache.
-    pub(super) fn block(&self, handle: BlockHandle) -> Result<Block> {
+    /// Reads, verifies and decodes the data block at `handle`, through the cache; a block read
+    /// from the file is added to the cache only if `fill_cache`.
+    pub(super) fn block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Block> {
         let load = || -> Result<(Block, usize)> {
             let stored = read_stored(&*self.file, handle)?;
             let raw = trailer::decode(&stored, &self.name, handle.offset, "data")?;
@@ -300,7 +301,14 @@ impl SstReader {
             Ok((Block::new(raw, self.name.clone(), handle.offset)?, charge))
         };
         match &self.cache {
-            Some(cache) => Ok(Block::clone(&*self.cached(cache, handle, load)?)),
+            Some(cache) if fill_cache => Ok(Block::clone(&*self.cached(cache, handle, load)?)),
+            Some(cache) => match cache
+                .get(&self.cache_key(handle))
+                .and_then(|v| v.downcast::<Block>().ok())
+            {
+                Some(hit) => Ok(Block::clone(&hit)),
+                None => Ok(load()?.0),
+            },
             None => Ok(load()?.0),
         }
     }

@@ -316,3 +316,68 @@ fn compactions_move_data_through_several_levels() -> TestResult {
     }
     Ok(())
 }
+
+/// Compaction reads its inputs once and deletes them: it must not push the blocks that reads
+/// use out of the block cache.
+#[test]
+fn compaction_does_not_evict_the_blocks_reads_use() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    // Room for every file's index and filter, not for the bulk table's data blocks.
+    let opts = DbOptions {
+        block_cache_bytes: 8 << 20,
+        ..lsm_options(1 << 30)
+    };
+    let db = Db::open(dir.path(), opts)?;
+    let hot = db.open_table("hot", TableOptions::default())?;
+    let bulk = db.open_table("bulk", TableOptions::default())?;
+    let mut b = WriteBatch::new();
+    for i in 0..200 {
+        b.put(&hot, &row(i), b"c", &value(i));
+    }
+    db.write(&b)?;
+    db.flush()?;
+    let read_hot = || -> TestResult<()> {
+        for i in 0..200 {
+            assert_eq!(db.get(&hot, &row(i), b"c")?.as_deref(), Some(&value(i)[..]));
+        }
+        Ok(())
+    };
+    read_hot()?;
+    let misses = db.stats().cache_misses;
+    read_hot()?;
+    assert_eq!(db.stats().cache_misses, misses, "the hot rows are cached");
+    // The bulk table: level-0 files of about 1.5 MiB each, compacted in the background, far
+    // more than the cache.
+    let before = db.stats().compactions;
+    for round in 0..8u64 {
+        let mut b = WriteBatch::new();
+        for i in 0..20_000 {
+            b.put(&bulk, &row(i), format!("c{round}").as_bytes(), &value(i))
+        }
+        db.write(&b)?;
+        db.flush()?;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while db.stats().compactions == before {
+        assert!(std::time::Instant::now() < deadline, "no compaction ran");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Let the background work settle; compaction's own lookups count as misses too.
+    let mut seen = db.stats().compactions;
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let now = db.stats().compactions;
+        if now == seen {
+            break;
+        }
+        seen = now;
+    }
+    let misses = db.stats().cache_misses;
+    read_hot()?;
+    assert_eq!(
+        db.stats().cache_misses,
+        misses,
+        "compacting the bulk table evicted the hot table's blocks"
+    );
+    Ok(())
+}
