@@ -13,6 +13,13 @@ mod version;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of the system allocator. With glibc's malloc the server's resident memory
+/// after a bulk load was mostly freed memory the allocator kept in its per-thread arenas
+/// (memtables, flush and compaction buffers are large, short-lived and freed on other threads
+/// than the one that allocated them).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Strata: an OpenTSDB-compatible time-series database.
 #[derive(Debug, Parser)]
 #[command(version, about)]

@@ -1092,14 +1092,14 @@ impl Snapshot {
             return Ok(RowIter { inner });
         }
         for files in runs {
-            let (range, reverse) = (range.clone(), opts.reverse);
+            let (range, reverse, fill) = (range.clone(), opts.reverse, !opts.skip_cache_fill);
             let ordered: Box<dyn Iterator<Item = Arc<SstReader>> + Send> = if reverse {
                 Box::new(files.into_iter().rev())
             } else {
                 Box::new(files.into_iter())
             };
             sources.push(Box::new(
-                ordered.flat_map(move |r| r.iter(range.clone(), reverse)),
+                ordered.flat_map(move |r| r.iter_filling(range.clone(), reverse, fill)),
             ));
         }
         let limit = opts.limit;

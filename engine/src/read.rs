@@ -450,7 +450,10 @@ impl Iterator for FileRows {
             }
             if self.cur.is_none() {
                 match self.files.next() {
-                    Some(r) => self.cur = Some(r.iter(self.range.clone(), false)),
+                    Some(r) => {
+                        let fill = !self.opts.skip_cache_fill;
+                        self.cur = Some(r.iter_filling(self.range.clone(), false, fill));
+                    }
                     None => {
                         self.done = true;
                         continue;

@@ -45,6 +45,10 @@ pub struct ScanOptions {
     pub row_filter: Option<RowFilter>,
     /// Return at most this many rows.
     pub limit: Option<usize>,
+    /// Leave the block cache as it is: blocks read from files are not added to it. For reads
+    /// that touch data once, such as a rewrite of what they read, which would otherwise push
+    /// out the blocks other reads use.
+    pub skip_cache_fill: bool,
 }
 
 impl ScanOptions {
@@ -83,6 +87,7 @@ impl fmt::Debug for ScanOptions {
             .field("keys_only", &self.keys_only)
             .field("row_filter", &self.row_filter.as_ref().map(|_| "<fn>"))
             .field("limit", &self.limit)
+            .field("skip_cache_fill", &self.skip_cache_fill)
             .finish()
     }
 }

@@ -396,6 +396,9 @@ fn read_rows(
             let mut stop = key(&group[n - 1]).to_vec();
             stop.push(0);
             let mut opts = ScanOptions::range(key(&group[0]), &stop);
+            // The rows are read once, to be rewritten: their blocks would only push out the
+            // ones queries use.
+            opts.skip_cache_fill = true;
             let wanted: HashSet<Vec<u8>> = group.iter().map(|c| key(c).to_vec()).collect();
             opts.row_filter = Some(Arc::new(move |k: &[u8]| wanted.contains(k)));
             for row in snap.scan(table, &opts)? {

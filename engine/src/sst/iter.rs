@@ -69,7 +69,19 @@ pub(crate) struct SstIter {
 
 impl SstReader {
     /// An iterator over `range`, descending if `reverse`.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn iter(self: &Arc<Self>, range: RowRange, reverse: bool) -> SstIter {
+        self.iter_filling(range, reverse, true)
+    }
+
+    /// As [`SstReader::iter`]; blocks read from the file go into the cache only if
+    /// `fill_cache`.
+    pub(crate) fn iter_filling(
+        self: &Arc<Self>,
+        range: RowRange,
+        reverse: bool,
+        fill_cache: bool,
+    ) -> SstIter {
         SstIter {
             reader: self.clone(),
             index: Arc::new(Vec::new()),
@@ -78,7 +90,7 @@ impl SstReader {
             block: 0,
             cursor: None,
             done: false,
-            fill_cache: true,
+            fill_cache,
         }
     }
 
@@ -87,10 +99,7 @@ impl SstReader {
     /// blocks that queries use out of the cache (and grow the process by the cache's size
     /// during a bulk load).
     pub(crate) fn compaction_iter(self: &Arc<Self>) -> SstIter {
-        SstIter {
-            fill_cache: false,
-            ..self.iter(RowRange::all(), false)
-        }
+        self.iter_filling(RowRange::all(), false, false)
     }
 }
 
