@@ -75,8 +75,9 @@ fn parse_route(path: &str) -> Route {
                 segments.remove(0);
             }
             Ok(_) => return Route::ApiVersionTooHigh,
-            // `/api/version` and friends start with `v` too.
-            Err(_) if segments[0].len() > 1 && v.chars().all(|c| c.is_ascii_digit()) => {
+            // `/api/version` and friends start with `v` too; a digit after the `v` makes it a
+            // version segment, and one that is not a number is a bad one (`/api/v1x`).
+            Err(_) if v.starts_with(|c: char| c.is_ascii_digit()) => {
                 return Route::ApiVersionBad(segments[0].to_string());
             }
             Err(_) => {}
@@ -92,6 +93,13 @@ async fn route(req: Request<Incoming>, shared: &Shared) -> Resp {
         Route::Api(ep) => ep.clone(),
         Route::Other(p) if p == "metrics" => p.clone(),
         _ => "other".into(),
+    };
+    // `?jsonp=<fn>` wraps the JSON answer of an API call, errors included, as OpenTSDB does.
+    let jsonp = match &route {
+        Route::Api(_) => {
+            query_param(req.uri().query().unwrap_or(""), "jsonp").filter(|f| is_js_callback_name(f))
+        }
+        _ => None,
     };
     let origin = req
         .headers()
@@ -111,10 +119,63 @@ async fn route(req: Request<Incoming>, shared: &Shared) -> Resp {
         }
         CorsCheck::Reply(resp) => resp,
     };
+    let resp = match jsonp {
+        Some(callback) => wrap_jsonp(resp, &callback),
+        None => resp,
+    };
     shared
         .metrics
         .observe_request(&endpoint, started.elapsed().as_secs_f64());
     resp
+}
+
+/// A callback name that can go into a script unquoted: JavaScript identifier characters and
+/// dots (`ns.cb`). Anything else is ignored, so a request cannot inject script text.
+fn is_js_callback_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b == b'.')
+}
+
+/// `callback(<body>)` for a JSON response with a body; other responses as they are.
+fn wrap_jsonp(resp: Resp, callback: &str) -> Resp {
+    let is_json = resp
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !is_json {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    let body = full_bytes(body);
+    if body.is_empty() {
+        return Response::from_parts(parts, Full::new(body));
+    }
+    let mut out = Vec::with_capacity(callback.len() + body.len() + 2);
+    out.extend_from_slice(callback.as_bytes());
+    out.push(b'(');
+    out.extend_from_slice(&body);
+    out.push(b')');
+    let mut resp = Response::from_parts(parts, Full::new(Bytes::from(out)));
+    resp.headers_mut().remove(hyper::header::CONTENT_LENGTH);
+    resp
+}
+
+/// The bytes of a `Full` body, which holds them already.
+fn full_bytes(body: Full<Bytes>) -> Bytes {
+    use http_body_util::BodyExt;
+    use std::future::Future;
+    let mut fut = std::pin::pin!(body.collect());
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match fut.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(Ok(collected)) => collected.to_bytes(),
+        // `Full` is always ready and never fails.
+        std::task::Poll::Ready(Err(never)) => match never {},
+        std::task::Poll::Pending => Bytes::new(),
+    }
 }
 
 /// What CORS says about a request.
@@ -399,6 +460,12 @@ mod tests {
         assert_eq!(parse_route("/api/v1/suggest"), Route::Api("suggest".into()));
         assert_eq!(parse_route("/api/version"), Route::Api("version".into()));
         assert_eq!(parse_route("/api/v2/query"), Route::ApiVersionTooHigh);
+        // A digit after the `v` makes a version segment; one that is no number is a 400.
+        assert_eq!(
+            parse_route("/api/v1x/query"),
+            Route::ApiVersionBad("v1x".into())
+        );
+        assert_eq!(parse_route("/api/vx/query"), Route::Api("vx/query".into()));
         assert_eq!(parse_route("/api"), Route::Api(String::new()));
         assert_eq!(parse_route("/version"), Route::Other("version".into()));
     }

@@ -11,7 +11,7 @@ use crate::output::{error_body, render};
 use crate::parse::{parse_get, parse_json, parse_query_string};
 
 /// The media type of the JSON answer and of every error body.
-pub const JSON_CONTENT_TYPE: &str = "application/json";
+pub const JSON_CONTENT_TYPE: &str = "application/json; charset=UTF-8";
 
 /// An `/api/query` answer: status, media type and body.
 #[derive(Debug, Clone, PartialEq, Eq)]

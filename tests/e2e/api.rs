@@ -702,3 +702,25 @@ fn config_and_serializers_describe_the_server() -> anyhow::Result<()> {
     assert_error(s, &v, 405);
     Ok(())
 }
+
+#[test]
+fn jsonp_wraps_answers_and_errors_in_the_callback() -> anyhow::Result<()> {
+    let server = Server::start()?;
+    let (status, body) = server.http("GET", "/api/version?jsonp=callback", b"")?;
+    assert_eq!(status, 200, "{body}");
+    let inner = body
+        .strip_prefix("callback(")
+        .and_then(|b| b.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("not wrapped: {body}"));
+    let v: Json = serde_json::from_str(inner)?;
+    assert!(v["version"].is_string(), "{body}");
+    // Errors are wrapped too, with their status.
+    let (status, body) = server.http("GET", "/api/query?start=1h-ago&m=sum:nope&jsonp=cb", b"")?;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.starts_with("cb({\"error\":"), "{body}");
+    // A callback that is not a plain name is ignored rather than echoed into a script.
+    let (status, body) = server.http("GET", "/api/version?jsonp=alert(1)//", b"")?;
+    assert_eq!(status, 200);
+    assert!(body.starts_with('{'), "{body}");
+    Ok(())
+}
