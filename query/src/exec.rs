@@ -515,56 +515,82 @@ fn read_and_process(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Proces
 /// series.
 fn read_chunk(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Processed>> {
     let (ws, we) = stage.window;
-    let (plan, sp) = (stage.plan, stage.sp);
-    let series = stage.tsdb.read_series(ids, ws, we).map_err(tsdb_error)?;
-    stage.deadline.check()?;
     let mut scratch = Vec::new();
-    let mut out = Vec::with_capacity(series.len());
-    for s in series {
-        if let Some(keys) = stage.explicit_keys
-            && !(s.tags.len() == keys.len()
-                && s.tags.iter().all(|(k, _)| keys.contains(k.as_str())))
-        {
-            continue;
-        }
-        if s.points.is_empty() {
-            continue;
-        }
-        stage.deadline.check()?;
-        let mut points = Vec::new();
-        match &sp.downsample {
-            Some(ds) => {
-                // The buckets beside the range feed rate and interpolation, as OpenTSDB's scan
-                // window does; `run_sub` drops them after aggregation.
-                let range = (plan.start_ms, plan.end_ms);
-                let at = |(t, v): &(i64, strata_tsdb::Value)| (*t, v.as_f64());
-                let (before, after) = edge_buckets(&s.points, at, ds, range, plan.tz, &mut scratch);
-                points.extend(before);
-                downsample_into(
-                    s.points.iter().map(at),
-                    ds,
-                    range,
-                    plan.tz,
-                    &mut scratch,
-                    &mut points,
-                )?;
-                points.extend(after);
+    let mut out = Vec::new();
+    // Each series is processed as soon as it is decoded, so only one series' raw points are in
+    // memory at a time (a 24 h read of 200 series is 1.7 M points). A stage error stops the
+    // read; it is kept here and returned in place of the read's own error.
+    let mut failed: Option<Error> = None;
+    let read = stage.tsdb.read_series_each(ids, ws, we, |s| {
+        match process_series(stage, s, &mut scratch) {
+            Ok(Some(p)) => out.push(p),
+            Ok(None) => {}
+            Err(e) => {
+                failed = Some(e);
+                return Err(strata_tsdb::Error::InvalidArgument(
+                    "query stopped".to_owned(),
+                ));
             }
-            None => points.extend(s.points.iter().map(|(t, v)| (*t, to_num(*v)))),
         }
-        if sp.sub.rate {
-            points = rate(&points, &sp.sub.rate_options);
-        }
-        out.push(Processed {
-            id: s.id,
-            tsuid: s.tsuid,
-            metric: s.metric,
-            tags: s.tags,
-            raw_points: s.points.len(),
-            points,
-        });
+        Ok(())
+    });
+    if let Some(e) = failed {
+        return Err(e);
     }
+    read.map_err(tsdb_error)?;
+    stage.deadline.check()?;
     Ok(out)
+}
+
+/// The per-series stages (downsample, rate) of one series; `None` for a series the query
+/// leaves out.
+fn process_series(
+    stage: &Stage<'_>,
+    s: &mut strata_tsdb::SeriesPoints,
+    scratch: &mut Vec<f64>,
+) -> Result<Option<Processed>> {
+    let (plan, sp) = (stage.plan, stage.sp);
+    if let Some(keys) = stage.explicit_keys
+        && !(s.tags.len() == keys.len() && s.tags.iter().all(|(k, _)| keys.contains(k.as_str())))
+    {
+        return Ok(None);
+    }
+    if s.points.is_empty() {
+        return Ok(None);
+    }
+    stage.deadline.check()?;
+    let mut points = Vec::new();
+    match &sp.downsample {
+        Some(ds) => {
+            // The buckets beside the range feed rate and interpolation, as OpenTSDB's scan
+            // window does; `run_sub` drops them after aggregation.
+            let range = (plan.start_ms, plan.end_ms);
+            let at = |(t, v): &(i64, strata_tsdb::Value)| (*t, v.as_f64());
+            let (before, after) = edge_buckets(&s.points, at, ds, range, plan.tz, scratch);
+            points.extend(before);
+            downsample_into(
+                s.points.iter().map(at),
+                ds,
+                range,
+                plan.tz,
+                scratch,
+                &mut points,
+            )?;
+            points.extend(after);
+        }
+        None => points.extend(s.points.iter().map(|(t, v)| (*t, to_num(*v)))),
+    }
+    if sp.sub.rate {
+        points = rate(&points, &sp.sub.rate_options);
+    }
+    Ok(Some(Processed {
+        id: s.id,
+        tsuid: s.tsuid.clone(),
+        metric: std::mem::take(&mut s.metric),
+        tags: std::mem::take(&mut s.tags),
+        raw_points: s.points.len(),
+        points,
+    }))
 }
 
 fn too_many_series(count: u64, limit: usize) -> Error {

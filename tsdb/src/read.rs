@@ -95,6 +95,41 @@ impl Tsdb {
         end_ms: i64,
         plan: Plan,
     ) -> Result<Vec<SeriesPoints>> {
+        let mut result = Vec::new();
+        self.read_each_planned(ids, start_ms, end_ms, plan, |s| {
+            result.push(SeriesPoints {
+                id: s.id,
+                tsuid: s.tsuid.clone(),
+                points: std::mem::take(&mut s.points),
+                metric: std::mem::take(&mut s.metric),
+                tags: std::mem::take(&mut s.tags),
+            });
+            Ok(())
+        })?;
+        Ok(result)
+    }
+
+    /// As [`Tsdb::read_series`], handing each series to `f` as soon as it is decoded instead of
+    /// collecting them: one series' points are in memory at a time, in a buffer `f` may take
+    /// (`std::mem::take`) or leave to be reused for the next series. Series come in id order.
+    pub fn read_series_each(
+        &self,
+        ids: &RoaringBitmap,
+        start_ms: i64,
+        end_ms: i64,
+        f: impl FnMut(&mut SeriesPoints) -> Result<()>,
+    ) -> Result<()> {
+        self.read_each_planned(ids, start_ms, end_ms, Plan::Auto, f)
+    }
+
+    fn read_each_planned(
+        &self,
+        ids: &RoaringBitmap,
+        start_ms: i64,
+        end_ms: i64,
+        plan: Plan,
+        mut f: impl FnMut(&mut SeriesPoints) -> Result<()>,
+    ) -> Result<()> {
         let snap = self.inner.db.snapshot();
         let mut rows = self.fetch_rows(&snap, ids, start_ms, end_ms, plan)?;
         // Group the rows by series, keeping each series' rows in the order they came (hour
@@ -102,10 +137,11 @@ impl Tsdb {
         rows.sort_by_key(|r| r.id);
         let nrows = rows.len() as u64;
         let mut npoints = 0u64;
-        let mut series: Vec<(u32, Vec<(i64, Value)>)> = Vec::new();
+        let mut points: Vec<(i64, Value)> = Vec::new();
         for group in rows.chunk_by(|a, b| a.id == b.id) {
             let capacity: usize = group.iter().map(|r| row_len_hint(&r.row.cells)).sum();
-            let mut points: Vec<(i64, Value)> = Vec::with_capacity(capacity);
+            points.clear();
+            points.reserve(capacity);
             // Each row's points are in order; the series is if every row starts after the last.
             let mut sorted = true;
             for r in group {
@@ -130,11 +166,7 @@ impl Tsdb {
                 points.sort_by_key(|p| p.0);
             }
             npoints += points.len() as u64;
-            series.push((group[0].id, points));
-        }
-        self.inner.stats.read(nrows, npoints);
-        let mut result = Vec::with_capacity(series.len());
-        for (id, points) in series {
+            let id = group[0].id;
             let Some(tsuid) = self
                 .inner
                 .index
@@ -146,15 +178,18 @@ impl Tsdb {
                 continue;
             };
             let (metric, tags) = self.names_of(&tsuid)?;
-            result.push(SeriesPoints {
+            let mut series = SeriesPoints {
                 id,
                 tsuid,
                 metric,
                 tags,
-                points,
-            });
+                points: std::mem::take(&mut points),
+            };
+            f(&mut series)?;
+            points = series.points;
         }
-        Ok(result)
+        self.inner.stats.read(nrows, npoints);
+        Ok(())
     }
 
     /// The data rows of `ids` whose hour meets `[start_ms, end_ms]`.
