@@ -593,6 +593,77 @@ pub(crate) fn downsample_into(
     Ok(())
 }
 
+/// [`downsample_into`] for the common case, in one tight loop over the stored points: a fixed
+/// interval, no fill, and a function that folds as it goes (sum, zimsum, pfsum, min, mimmin,
+/// max, mimmax, count, avg). Returns false, having done nothing, for any other spec. Gives
+/// exactly what [`downsample_into`] gives (a test compares them); it exists because the
+/// generic path costs about 2 ns a point, most of a long query's time.
+pub(crate) fn downsample_fixed_folding<T>(
+    points: &[T],
+    at: impl Fn(&T) -> (i64, f64),
+    spec: &DownsampleSpec,
+    (start, end): (i64, i64),
+    out: &mut Vec<Point>,
+) -> bool {
+    let Interval::Fixed(width) = spec.interval else {
+        return false;
+    };
+    if spec.fill != FillPolicy::None {
+        return false;
+    }
+    let fold = Bucket::new(spec.function).fold;
+    if !matches!(
+        fold,
+        Fold::Sum | Fold::Min | Fold::Max | Fold::Count | Fold::Avg
+    ) {
+        return false;
+    }
+    if end < start {
+        return true;
+    }
+    let width = width.max(1);
+    let floor = |ts: i64| ts.saturating_sub(ts.rem_euclid(width));
+    let mut first = floor(start);
+    if first < start {
+        first = first.saturating_add(width);
+    }
+    let lo = points.partition_point(|p| at(p).0 < first);
+    let hi = points.partition_point(|p| at(p).0 <= end);
+    let empty = Bucket::new(spec.function).acc;
+    let mut i = lo;
+    while i < hi {
+        let b = floor(at(&points[i]).0);
+        let next = b.saturating_add(width);
+        let mut acc = empty;
+        let mut real = 0u64;
+        while i < hi {
+            let (ts, v) = at(&points[i]);
+            if ts >= next {
+                break;
+            }
+            i += 1;
+            if v.is_nan() {
+                continue;
+            }
+            real += 1;
+            acc = match fold {
+                Fold::Min => acc.min(v),
+                Fold::Max => acc.max(v),
+                Fold::Count => acc,
+                _ => acc + v,
+            };
+        }
+        let value = match fold {
+            _ if real == 0 => f64::NAN,
+            Fold::Count => real as f64,
+            Fold::Avg => acc / real as f64,
+            _ => acc,
+        };
+        out.push((b, Num::Float(value)));
+    }
+    true
+}
+
 /// The buckets just outside the emitted range of one series, for the later stages only.
 ///
 /// OpenTSDB downsamples the whole scan window (whole hour rows around the query), computes rates

@@ -17,7 +17,9 @@ use strata_tsdb::{Annotation, Filter, FilterKind, Tsdb, Tsuid, Uid, UidKind, Val
 use crate::aggregate::aggregate;
 use crate::aggregator::Aggregator;
 use crate::deadline::Deadline;
-use crate::downsample::{DownsampleSpec, FillPolicy, downsample_into, edge_buckets};
+use crate::downsample::{
+    DownsampleSpec, FillPolicy, downsample_fixed_folding, downsample_into, edge_buckets,
+};
 use crate::error::{Error, Result};
 use crate::groupby::{TagMap, group_series, group_tags};
 use crate::model::{QueryLimits, SubQuery, TsQuery};
@@ -568,14 +570,16 @@ fn process_series(
             let at = |(t, v): &(i64, strata_tsdb::Value)| (*t, v.as_f64());
             let (before, after) = edge_buckets(&s.points, at, ds, range, plan.tz, scratch);
             points.extend(before);
-            downsample_into(
-                s.points.iter().map(at),
-                ds,
-                range,
-                plan.tz,
-                scratch,
-                &mut points,
-            )?;
+            if !downsample_fixed_folding(&s.points, at, ds, range, &mut points) {
+                downsample_into(
+                    s.points.iter().map(at),
+                    ds,
+                    range,
+                    plan.tz,
+                    scratch,
+                    &mut points,
+                )?;
+            }
             points.extend(after);
         }
         None => points.extend(s.points.iter().map(|(t, v)| (*t, to_num(*v)))),

@@ -345,6 +345,50 @@ mod prop {
     use proptest::prelude::*;
 
     proptest! {
+        /// The folding fast path gives what the generic path gives, bit for bit, for every
+        /// function it takes (and takes none it should not), NaNs and negative times included.
+        #[test]
+        fn fixed_folding_fast_path_matches_the_generic_path(
+            points in proptest::collection::btree_map(-200_000i64..600_000, -1000i64..1000, 0..80),
+            nan_every in 0usize..5,
+            width in 1i64..120_000,
+            start in -100_000i64..100_000,
+            len in -1000i64..700_000,
+            function in 0usize..8,
+            fill in 0usize..2,
+        ) {
+            let name = ["sum", "zimsum", "min", "mimmax", "count", "avg", "p50", "first"][function];
+            let pts: Vec<(i64, f64)> = points
+                .iter()
+                .enumerate()
+                .map(|(i, (t, v))| {
+                    let v = if nan_every > 0 && i % (nan_every + 1) == 0 { f64::NAN } else { *v as f64 / 8.0 };
+                    (T + t, v)
+                })
+                .collect();
+            let spec = DownsampleSpec {
+                interval: Interval::Fixed(width),
+                function: Aggregator::from_name(name).unwrap(),
+                fill: [FillPolicy::None, FillPolicy::Zero][fill],
+            };
+            let range = (T + start, T + start + len);
+            let mut fast = Vec::new();
+            let handled = downsample_fixed_folding(&pts, |p| *p, &spec, range, &mut fast);
+            let simple = !matches!(name, "p50" | "first") && fill == 0;
+            prop_assert_eq!(handled, simple);
+            if handled {
+                let mut slow = Vec::new();
+                downsample_into(pts.iter().copied(), &spec, range, UTC, &mut Vec::new(), &mut slow)
+                    .unwrap();
+                let bits = |v: &[Point]| -> Vec<(i64, u64)> {
+                    v.iter().map(|(t, n)| (*t, n.to_f64().to_bits())).collect()
+                };
+                prop_assert_eq!(bits(&fast), bits(&slow));
+            } else {
+                prop_assert!(fast.is_empty());
+            }
+        }
+
         /// Fixed buckets: outputs are strictly increasing bucket starts in [start, end], and the
         /// bucket sums add up to the sum of the points from the first whole bucket to `end`.
         #[test]
