@@ -399,11 +399,13 @@ fn run_sub(
     for members in groups {
         deadline.check()?;
         let mut points = if sp.aggregator == Aggregator::None {
-            members
+            let mut points = members
                 .first()
                 .and_then(|i| processed.get_mut(*i))
                 .map(std::mem::take)
-                .unwrap_or_default()
+                .unwrap_or_default();
+            double_before_doubles(&mut points);
+            points
         } else {
             let refs: Vec<&[Point]> = members.iter().map(|i| processed[*i].as_slice()).collect();
             aggregate(&refs, sp.aggregator, sub.rate)
@@ -431,6 +433,17 @@ fn run_sub(
         });
     }
     Ok(())
+}
+
+/// OpenTSDB's typing of a series passed through as it is (`none`): a point is an integer only
+/// if the next point is one too, so an integer followed by a double comes out as a double
+/// (§e.8, its test `runMixedSingleTS`).
+fn double_before_doubles(points: &mut [Point]) {
+    for i in 1..points.len() {
+        if let (Num::Int(v), Num::Float(_)) = (points[i - 1].1, points[i].1) {
+            points[i - 1].1 = Num::Float(v as f64);
+        }
+    }
 }
 
 /// One series after the per-series stages (downsample, rate), with what the later stages need.

@@ -649,3 +649,29 @@ fn downsampled_sum_interpolates_a_sparse_series_across_the_range_edges() {
         "{body}"
     );
 }
+
+/// A series passed through as it is (`none`) follows OpenTSDB's typing: an integer point
+/// followed by a double point comes out as a double; the last integer stays one (§e.8).
+#[test]
+fn none_types_an_integer_before_a_double_as_a_double() {
+    let db = TempTsdb::new();
+    db.put(
+        "m",
+        &[("host", "a")],
+        &[
+            (T, Value::Int(1)),
+            (T + 10, Value::Float(2.5)),
+            (T + 20, Value::Int(3)),
+        ],
+    );
+    let (status, body) = db.get(&format!("start={T}&end={}&m=none:m", T + 60));
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(&format!(
+            "\"{T}\":1.0,\"{}\":2.5,\"{}\":3}}",
+            T + 10,
+            T + 20
+        )),
+        "{body}"
+    );
+}
