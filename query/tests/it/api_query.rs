@@ -313,10 +313,11 @@ fn arrays_ms_resolution_and_last_point_per_second() {
         )),
         "{body}"
     );
+    // The integer before the double is typed as a double (§e.8, `runMixedSingleTS`).
     let (_, body) = db.get(&format!("{}&m=none:m&ms", range()));
     assert!(
         body.ends_with(&format!(
-            "\"dps\":{{\"{}\":1,\"{}\":2.5,\"{}\":3}}}}]",
+            "\"dps\":{{\"{}\":1.0,\"{}\":2.5,\"{}\":3}}}}]",
             base + 30_100,
             base + 30_600,
             base + 31_000
