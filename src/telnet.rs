@@ -10,9 +10,8 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use strata_ingest::{Command, LineSplitter, parse_command, parse_put_line};
 use strata_tsdb::{ErrorKind, PointRef};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedWriteHalf;
 
 use crate::server::Shared;
 use crate::version;
@@ -94,7 +93,11 @@ struct Session {
 
 impl Session {
     /// Handles lines in order. Returns false when the connection should close.
-    async fn handle_lines(&mut self, lines: &[Bytes], write: &mut OwnedWriteHalf) -> bool {
+    async fn handle_lines<W: AsyncWrite + Unpin>(
+        &mut self,
+        lines: &[Bytes],
+        write: &mut W,
+    ) -> bool {
         let mut open = true;
         self.shared
             .metrics
@@ -138,7 +141,7 @@ impl Session {
     }
 
     /// Sends the waiting reply text, if the peer still takes replies.
-    async fn send(&mut self, write: &mut OwnedWriteHalf) {
+    async fn send<W: AsyncWrite + Unpin>(&mut self, write: &mut W) {
         if self.writable
             && !self.reply.is_empty()
             && let Err(e) = write.write_all(self.reply.as_bytes()).await
@@ -190,5 +193,74 @@ impl Session {
         drop(points);
         drop(parsed);
         self.puts.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use super::*;
+    use crate::config::{Config, ServeArgs};
+    use crate::metrics::Metrics;
+
+    /// A peer that no longer takes replies: every write fails.
+    struct Gone;
+
+    impl AsyncWrite for Gone {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            _: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// Senders that close right after their last line never read the error replies; a reply
+    /// that cannot be sent must not stop the lines after it from being stored.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lines_after_a_failed_reply_are_still_stored() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
+        let (_keep, shutdown) = tokio::sync::watch::channel(false);
+        let shared = Arc::new(Shared {
+            config: Config::resolve(&ServeArgs::default())?,
+            tsdb: tsdb.clone(),
+            parse: strata_ingest::ParseConfig::new(),
+            shutdown,
+            metrics: Metrics::new()?,
+            host: "test".into(),
+        });
+        let mut session = Session {
+            shared,
+            puts: Vec::new(),
+            reply: String::new(),
+            writable: true,
+        };
+        let line = |s: &'static str| Bytes::from_static(s.as_bytes());
+        let mut peer = Gone;
+        // A bad line makes a reply, which fails to go out.
+        let first = [
+            line("put m 1356998400 x h=a"),
+            line("put m 1356998400 1 h=a"),
+        ];
+        assert!(session.handle_lines(&first, &mut peer).await);
+        assert!(!session.writable);
+        // The next chunk is still parsed and stored.
+        let second = [line("put m 1356998410 2 h=a"), line("bad command")];
+        assert!(session.handle_lines(&second, &mut peer).await);
+        let ids = tsdb.find_series("m", &[])?;
+        let series = tsdb.read_series(&ids, 0, i64::MAX)?;
+        let points: Vec<i64> = series[0].points.iter().map(|p| p.0).collect();
+        assert_eq!(points, vec![1_356_998_400_000, 1_356_998_410_000]);
+        Ok(())
     }
 }
