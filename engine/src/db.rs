@@ -179,9 +179,15 @@ struct Inner {
     last_seq: AtomicU64,
     /// Every batch up to this sequence number is in the memtables.
     visible_seq: AtomicU64,
-    /// The persisted manifest. Its lock also serializes flushes and compactions.
+    /// The persisted manifest. Flushes hold its lock while they write; compactions take it
+    /// only to number their output files and to install their result, so a long compaction
+    /// never holds up a flush (and with it the writers waiting for memtable room).
     manifest: Mutex<Manifest>,
+    /// Serializes compactions: the background ones and [`Db::compact_all`].
+    compaction: Mutex<()>,
     signal: Arc<Signal>,
+    /// Wakes the compaction thread, after each flush.
+    compact_signal: Arc<Signal>,
     /// Signalled after each flush, for stalled writers.
     flushed: (Mutex<()>, Condvar),
     counters: Counters,
@@ -301,6 +307,7 @@ impl Db {
             Wal::spawn_syncer(&wal, every)?;
         }
         let signal = Arc::new(Signal::default());
+        let compact_signal = Arc::new(Signal::default());
         let inner = Arc::new(Inner {
             opts,
             dir: dir.to_path_buf(),
@@ -318,11 +325,14 @@ impl Db {
             last_seq: AtomicU64::new(seq),
             visible_seq: AtomicU64::new(seq),
             manifest: Mutex::new(manifest),
+            compaction: Mutex::new(()),
             signal: signal.clone(),
+            compact_signal: compact_signal.clone(),
             flushed: (Mutex::new(()), Condvar::new()),
             counters: Counters::default(),
         });
         spawn_flusher(Arc::downgrade(&inner), signal)?;
+        spawn_compactor(Arc::downgrade(&inner), compact_signal)?;
         Ok(Db { inner })
     }
 
@@ -514,7 +524,7 @@ fn spawn_flusher(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
                 let mut failed = false;
                 loop {
                     match inner.flush_oldest() {
-                        Ok(true) => {}
+                        Ok(true) => inner.compact_signal.wake(),
                         Ok(false) => break,
                         Err(e) => {
                             tracing::error!(error = %e, "memtable flush failed; retrying");
@@ -522,10 +532,6 @@ fn spawn_flusher(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
                             break;
                         }
                     }
-                }
-                if !failed && let Err(e) = inner.compact_due() {
-                    tracing::error!(error = %e, "compaction failed; retrying");
-                    failed = true;
                 }
                 drop(inner);
                 if failed {
@@ -535,6 +541,41 @@ fn spawn_flusher(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
         })
         .map_err(|e| Error::io("spawning the flush thread", e))?;
     Ok(())
+}
+
+/// Starts the thread that runs due compactions while the database is open, apart from the
+/// flush thread: a compaction of a large level takes seconds, and flushes must go on meanwhile.
+fn spawn_compactor(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
+    std::thread::Builder::new()
+        .name("strata-compact".into())
+        .spawn(move || {
+            loop {
+                {
+                    let mut work = signal.work.lock();
+                    if !*work {
+                        signal.cv.wait_for(&mut work, Duration::from_millis(100));
+                    }
+                    *work = false;
+                }
+                let Some(inner) = db.upgrade() else { break };
+                let result = inner.compact_due();
+                drop(inner);
+                if let Err(e) = result {
+                    tracing::error!(error = %e, "compaction failed; retrying");
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            }
+        })
+        .map_err(|e| Error::io("spawning the compaction thread", e))?;
+    Ok(())
+}
+
+impl Signal {
+    /// Marks work as waiting and wakes the thread.
+    fn wake(&self) {
+        *self.work.lock() = true;
+        self.cv.notify_one();
+    }
 }
 
 impl Inner {
@@ -747,22 +788,15 @@ impl Inner {
         Ok(true)
     }
 
-    /// Runs the compactions the planner asks for, one at a time, until none is due or a
-    /// frozen memtable waits (a flush goes first between two compactions, but at least one
-    /// compaction runs per call so that a steady stream of flushes cannot starve them).
+    /// Runs the compactions the planner asks for, one at a time, until none is due.
     fn compact_due(&self) -> Result<()> {
         let o = PlanOptions {
             l0_trigger: self.opts.l0_compaction_trigger,
             base_bytes: self.opts.level_base_bytes,
             ratio: self.opts.level_size_ratio,
         };
-        let mut first = true;
+        let _compacting = self.compaction.lock();
         loop {
-            if !first && !self.state.read().frozen.is_empty() {
-                return Ok(());
-            }
-            first = false;
-            let mut manifest = self.manifest.lock();
             let files = self.state.read().files.clone();
             let due = files
                 .tables
@@ -771,13 +805,13 @@ impl Inner {
             let Some((table, plan)) = due else {
                 return Ok(());
             };
-            self.compact(&mut manifest, table, &plan)?;
+            self.compact(table, &plan)?;
         }
     }
 
     /// Merges every file of every table into one level (the deepest one in use, at least 1).
     fn compact_all(&self) -> Result<()> {
-        let mut manifest = self.manifest.lock();
+        let _compacting = self.compaction.lock();
         let files = self.state.read().files.clone();
         for (&table, levels) in &files.tables {
             let inputs: Vec<u64> = levels.iter().flatten().map(|r| r.file_id()).collect();
@@ -790,13 +824,15 @@ impl Inner {
                 output_level: deepest.max(1),
                 bottom: true,
             };
-            self.compact(&mut manifest, table, &plan)?;
+            self.compact(table, &plan)?;
         }
         Ok(())
     }
 
-    /// Runs one compaction of `table`'s files and installs its outputs.
-    fn compact(&self, manifest: &mut Manifest, table: u32, plan: &Plan) -> Result<()> {
+    /// Runs one compaction of `table`'s files and installs its outputs. The caller holds
+    /// `compaction`, so the inputs stay as planned; flushes may add level-0 files meanwhile,
+    /// which hold newer data than any input and are left alone.
+    fn compact(&self, table: u32, plan: &Plan) -> Result<()> {
         let start = Instant::now();
         let files = self.state.read().files.clone();
         let inputs: Vec<Arc<SstReader>> = files
@@ -811,8 +847,8 @@ impl Inner {
         let level = u8::try_from(plan.output_level)
             .map_err(|_| Error::InvalidArgument(format!("bad level {}", plan.output_level)))?;
         let mut outputs: Vec<(FileMeta, Arc<SstReader>)> = Vec::new();
-        let result =
-            self.write_compaction(manifest, table, level, &inputs, plan.bottom, &mut outputs);
+        let result = self.write_compaction(table, level, &inputs, plan.bottom, &mut outputs);
+        let mut manifest = self.manifest.lock();
         let installed = result.and_then(|()| {
             let mut next = manifest.clone();
             next.files.retain(|f| !plan.inputs.contains(&f.id));
@@ -842,6 +878,7 @@ impl Inner {
                 files: Arc::new(files),
             });
         }
+        drop(manifest);
         for &id in &plan.inputs {
             self.cache.evict_file(id);
             self.fs.delete(&sst_file_name(id))?;
@@ -867,7 +904,6 @@ impl Inner {
     /// Merges `inputs` into new files of `level`, cut between rows at the target size.
     fn write_compaction(
         &self,
-        manifest: &mut Manifest,
         table: u32,
         level: u8,
         inputs: &[Arc<SstReader>],
@@ -898,8 +934,14 @@ impl Inner {
                 let (_, _, b) = match &mut open {
                     Some(o) => o,
                     None => {
-                        let id = manifest.next_file_id;
-                        manifest.next_file_id += 1;
+                        // Numbered under the manifest's lock, held only for this: file ids are
+                        // never reused, and an unused one is harmless.
+                        let id = {
+                            let mut manifest = self.manifest.lock();
+                            let id = manifest.next_file_id;
+                            manifest.next_file_id += 1;
+                            id
+                        };
                         let name = sst_file_name(id);
                         let b = SstBuilder::new(
                             self.fs.create(&name)?,
