@@ -405,3 +405,30 @@ fn put_sync_timeout_answers_400_when_the_write_is_slower() -> anyhow::Result<()>
     );
     Ok(())
 }
+
+#[test]
+fn query_answers_and_errors_are_json_with_a_utf8_charset() -> anyhow::Result<()> {
+    let server = Server::start()?;
+    for path in [
+        "/api/query?start=1h-ago&m=sum:no.such.metric",
+        "/api/version",
+        "/api/aggregators",
+    ] {
+        let r = request(&server, "GET", path, &[], b"")?;
+        let content_type = r
+            .headers
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("content-type: ")
+                    .or_else(|| l.strip_prefix("Content-Type: "))
+            })
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(
+            content_type, "application/json; charset=UTF-8",
+            "{path}: {}",
+            r.headers
+        );
+    }
+    Ok(())
+}

@@ -12,7 +12,12 @@ fn telnet_and_http_share_one_port() -> anyhow::Result<()> {
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut line = String::new();
     reader.read_line(&mut line)?;
-    assert!(line.starts_with("net.opentsdb.tools "), "{line:?}");
+    // OpenTSDB's shape: `net.opentsdb.tools <version> built at revision <rev> (<status>)`.
+    assert!(
+        line.starts_with("net.opentsdb.tools 2.4.1-strata-"),
+        "{line:?}"
+    );
+    assert!(line.contains(" built at revision "), "{line:?}");
     line.clear();
     reader.read_line(&mut line)?;
     assert!(line.starts_with("Built on "), "{line:?}");
