@@ -181,7 +181,8 @@ pub(crate) fn run(tsdb: &Tsdb, lookup: &Lookup) -> Resp {
         "metric": lookup.metric.as_deref().unwrap_or("*"),
         "tags": tags,
         "limit": lookup.limit,
-        "time": started.elapsed().as_millis() as u64,
+        // Elapsed milliseconds as a float, as OpenTSDB reports them.
+        "time": started.elapsed().as_secs_f64() * 1000.0,
         "results": results,
         "startIndex": 0,
         "totalResults": results.len(),

@@ -66,7 +66,7 @@ fn lookup_matches_metric_tags_and_wildcards() -> anyhow::Result<()> {
     assert_eq!(v["limit"], 25);
     assert_eq!(v["startIndex"], 0);
     assert_eq!(v["totalResults"], 3);
-    assert!(v["time"].is_number());
+    assert!(v["time"].is_f64(), "time is milliseconds as a float: {v}");
     assert_eq!(v["tags"], json!([]));
     let first = &v["results"][0];
     assert_eq!(first["metric"], "sys.cpu.user");
