@@ -656,18 +656,9 @@ impl Tsdb {
     }
 
     pub(crate) fn names_of(&self, tsuid: &Tsuid) -> Result<(String, Vec<(String, String)>)> {
-        let u = &self.inner.uids;
-        let metric = u.name(UidKind::Metric, tsuid.metric())?.to_string();
-        let tags = tsuid
-            .tags()
-            .map(|(k, v)| {
-                Ok((
-                    u.name(UidKind::Tagk, k)?.to_string(),
-                    u.name(UidKind::Tagv, v)?.to_string(),
-                ))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok((metric, tags))
+        self.inner
+            .uids
+            .series_names(tsuid.metric(), tsuid.tags())
     }
 
     /// Counters now.

@@ -232,6 +232,37 @@ impl UidTable {
             })
     }
 
+    /// The names of a series' metric and tag pairs, under one read lock per kind (a query
+    /// resolves thousands of these).
+    pub(crate) fn series_names(
+        &self,
+        metric: Uid,
+        tags: impl Iterator<Item = (Uid, Uid)>,
+    ) -> Result<(String, Vec<(String, String)>)> {
+        let metrics = self.maps[UidKind::Metric.index()].read();
+        let tagks = self.maps[UidKind::Tagk.index()].read();
+        let tagvs = self.maps[UidKind::Tagv.index()].read();
+        let name = |maps: &KindMaps, kind: UidKind, uid: Uid| -> Result<String> {
+            maps.by_uid
+                .get(&uid)
+                .map(|n| n.to_string())
+                .ok_or_else(|| Error::NoSuchUid {
+                    kind,
+                    uid: uid.to_string(),
+                })
+        };
+        let metric = name(&metrics, UidKind::Metric, metric)?;
+        let tags = tags
+            .map(|(k, v)| {
+                Ok((
+                    name(&tagks, UidKind::Tagk, k)?,
+                    name(&tagvs, UidKind::Tagv, v)?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((metric, tags))
+    }
+
     /// The UID of `name`, assigning the next one if it has none. Returns the UID and whether it
     /// was just assigned.
     pub(crate) fn get_or_assign(
