@@ -656,9 +656,7 @@ impl Tsdb {
     }
 
     pub(crate) fn names_of(&self, tsuid: &Tsuid) -> Result<(String, Vec<(String, String)>)> {
-        self.inner
-            .uids
-            .series_names(tsuid.metric(), tsuid.tags())
+        self.inner.uids.series_names(tsuid.metric(), tsuid.tags())
     }
 
     /// Counters now.
