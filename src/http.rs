@@ -120,7 +120,7 @@ async fn route(req: Request<Incoming>, shared: &Shared) -> Resp {
         CorsCheck::Reply(resp) => resp,
     };
     let resp = match jsonp {
-        Some(callback) => wrap_jsonp(resp, &callback),
+        Some(callback) => wrap_jsonp(resp, &callback).await,
         None => resp,
     };
     shared
@@ -140,7 +140,7 @@ fn is_js_callback_name(name: &str) -> bool {
 }
 
 /// `callback(<body>)` for a JSON response with a body; other responses as they are.
-fn wrap_jsonp(resp: Resp, callback: &str) -> Resp {
+async fn wrap_jsonp(resp: Resp, callback: &str) -> Resp {
     let is_json = resp
         .headers()
         .get(CONTENT_TYPE)
@@ -150,7 +150,11 @@ fn wrap_jsonp(resp: Resp, callback: &str) -> Resp {
         return resp;
     }
     let (parts, body) = resp.into_parts();
-    let body = full_bytes(body);
+    let body = match http_body_util::BodyExt::collect(body).await {
+        Ok(collected) => collected.to_bytes(),
+        // A `Full` body never fails.
+        Err(never) => match never {},
+    };
     if body.is_empty() {
         return Response::from_parts(parts, Full::new(body));
     }
@@ -162,20 +166,6 @@ fn wrap_jsonp(resp: Resp, callback: &str) -> Resp {
     let mut resp = Response::from_parts(parts, Full::new(Bytes::from(out)));
     resp.headers_mut().remove(hyper::header::CONTENT_LENGTH);
     resp
-}
-
-/// The bytes of a `Full` body, which holds them already.
-fn full_bytes(body: Full<Bytes>) -> Bytes {
-    use http_body_util::BodyExt;
-    use std::future::Future;
-    let mut fut = std::pin::pin!(body.collect());
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match fut.as_mut().poll(&mut cx) {
-        std::task::Poll::Ready(Ok(collected)) => collected.to_bytes(),
-        // `Full` is always ready and never fails.
-        std::task::Poll::Ready(Err(never)) => match never {},
-        std::task::Poll::Pending => Bytes::new(),
-    }
 }
 
 /// What CORS says about a request.

@@ -513,13 +513,7 @@ fn spawn_flusher(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
         .name("strata-flush".into())
         .spawn(move || {
             loop {
-                {
-                    let mut work = signal.work.lock();
-                    if !*work {
-                        signal.cv.wait_for(&mut work, Duration::from_millis(100));
-                    }
-                    *work = false;
-                }
+                signal.wait();
                 let Some(inner) = db.upgrade() else { break };
                 let mut failed = false;
                 loop {
@@ -550,13 +544,7 @@ fn spawn_compactor(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
         .name("strata-compact".into())
         .spawn(move || {
             loop {
-                {
-                    let mut work = signal.work.lock();
-                    if !*work {
-                        signal.cv.wait_for(&mut work, Duration::from_millis(100));
-                    }
-                    *work = false;
-                }
+                signal.wait();
                 let Some(inner) = db.upgrade() else { break };
                 let result = inner.compact_due();
                 drop(inner);
@@ -575,6 +563,15 @@ impl Signal {
     fn wake(&self) {
         *self.work.lock() = true;
         self.cv.notify_one();
+    }
+
+    /// Waits until woken, or 100 ms at most (the thread also polls), and takes the work mark.
+    fn wait(&self) {
+        let mut work = self.work.lock();
+        if !*work {
+            self.cv.wait_for(&mut work, Duration::from_millis(100));
+        }
+        *work = false;
     }
 }
 

@@ -611,7 +611,9 @@ pub(crate) fn downsample_fixed_folding<T>(
     if spec.fill != FillPolicy::None {
         return false;
     }
-    let fold = Bucket::new(spec.function).fold;
+    let Bucket {
+        fold, acc: empty, ..
+    } = Bucket::new(spec.function);
     if !matches!(
         fold,
         Fold::Sum | Fold::Min | Fold::Max | Fold::Count | Fold::Avg
@@ -629,7 +631,6 @@ pub(crate) fn downsample_fixed_folding<T>(
     }
     let lo = points.partition_point(|p| at(p).0 < first);
     let hi = points.partition_point(|p| at(p).0 <= end);
-    let empty = Bucket::new(spec.function).acc;
     let mut i = lo;
     while i < hi {
         let b = floor(at(&points[i]).0);

@@ -82,6 +82,12 @@ pub(crate) fn tsdb_error(e: strata_tsdb::Error) -> Error {
     }
 }
 
+impl From<strata_tsdb::Error> for Error {
+    fn from(e: strata_tsdb::Error) -> Error {
+        tsdb_error(e)
+    }
+}
+
 /// Aggregator names are case-sensitive, as in OpenTSDB (`SUM` is unknown, §e.3).
 fn find_aggregator(name: &str) -> Result<Aggregator> {
     if name.is_empty() {
@@ -533,26 +539,11 @@ fn read_chunk(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Processed>> 
     let mut scratch = Vec::new();
     let mut out = Vec::new();
     // Each series is processed as soon as it is decoded, so only one series' raw points are in
-    // memory at a time (a 24 h read of 200 series is 1.7 M points). A stage error stops the
-    // read; it is kept here and returned in place of the read's own error.
-    let mut failed: Option<Error> = None;
-    let read = stage.tsdb.read_series_each(ids, ws, we, |s| {
-        match process_series(stage, s, &mut scratch) {
-            Ok(Some(p)) => out.push(p),
-            Ok(None) => {}
-            Err(e) => {
-                failed = Some(e);
-                return Err(strata_tsdb::Error::InvalidArgument(
-                    "query stopped".to_owned(),
-                ));
-            }
-        }
-        Ok(())
-    });
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    read.map_err(tsdb_error)?;
+    // memory at a time (a 24 h read of 200 series is 1.7 M points).
+    stage.tsdb.read_series_each(ids, ws, we, |s| {
+        out.extend(process_series(stage, s, &mut scratch)?);
+        Ok::<(), Error>(())
+    })?;
     stage.deadline.check()?;
     Ok(out)
 }

@@ -104,7 +104,7 @@ impl Tsdb {
                 metric: std::mem::take(&mut s.metric),
                 tags: std::mem::take(&mut s.tags),
             });
-            Ok(())
+            Ok::<(), Error>(())
         })?;
         Ok(result)
     }
@@ -112,24 +112,26 @@ impl Tsdb {
     /// As [`Tsdb::read_series`], handing each series to `f` as soon as it is decoded instead of
     /// collecting them: one series' points are in memory at a time, in a buffer `f` may take
     /// (`std::mem::take`) or leave to be reused for the next series. Series come in id order.
-    pub fn read_series_each(
+    /// An error of `f` stops the read and is returned as it is; the read's own errors are
+    /// converted into the caller's error type.
+    pub fn read_series_each<E: From<Error>>(
         &self,
         ids: &RoaringBitmap,
         start_ms: i64,
         end_ms: i64,
-        f: impl FnMut(&mut SeriesPoints) -> Result<()>,
-    ) -> Result<()> {
+        f: impl FnMut(&mut SeriesPoints) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
         self.read_each_planned(ids, start_ms, end_ms, Plan::Auto, f)
     }
 
-    fn read_each_planned(
+    fn read_each_planned<E: From<Error>>(
         &self,
         ids: &RoaringBitmap,
         start_ms: i64,
         end_ms: i64,
         plan: Plan,
-        mut f: impl FnMut(&mut SeriesPoints) -> Result<()>,
-    ) -> Result<()> {
+        mut f: impl FnMut(&mut SeriesPoints) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
         let snap = self.inner.db.snapshot();
         let mut rows = self.fetch_rows(&snap, ids, start_ms, end_ms, plan)?;
         // Group the rows by series, keeping each series' rows in the order they came (hour

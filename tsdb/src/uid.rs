@@ -144,6 +144,16 @@ struct KindMaps {
     max: u32,
 }
 
+impl KindMaps {
+    /// The name of `uid`, a `kind` UID.
+    fn name(&self, kind: UidKind, uid: Uid) -> Result<&Arc<str>> {
+        self.by_uid.get(&uid).ok_or_else(|| Error::NoSuchUid {
+            kind,
+            uid: uid.to_string(),
+        })
+    }
+}
+
 /// The UID table with its in-memory maps.
 #[derive(Debug)]
 pub(crate) struct UidTable {
@@ -221,15 +231,7 @@ impl UidTable {
 
     /// The name of `uid`.
     pub(crate) fn name(&self, kind: UidKind, uid: Uid) -> Result<Arc<str>> {
-        self.maps[kind.index()]
-            .read()
-            .by_uid
-            .get(&uid)
-            .cloned()
-            .ok_or_else(|| Error::NoSuchUid {
-                kind,
-                uid: uid.to_string(),
-            })
+        self.maps[kind.index()].read().name(kind, uid).cloned()
     }
 
     /// The names of a series' metric and tag pairs, under one read lock per kind (a query
@@ -242,21 +244,12 @@ impl UidTable {
         let metrics = self.maps[UidKind::Metric.index()].read();
         let tagks = self.maps[UidKind::Tagk.index()].read();
         let tagvs = self.maps[UidKind::Tagv.index()].read();
-        let name = |maps: &KindMaps, kind: UidKind, uid: Uid| -> Result<String> {
-            maps.by_uid
-                .get(&uid)
-                .map(|n| n.to_string())
-                .ok_or_else(|| Error::NoSuchUid {
-                    kind,
-                    uid: uid.to_string(),
-                })
-        };
-        let metric = name(&metrics, UidKind::Metric, metric)?;
+        let metric = metrics.name(UidKind::Metric, metric)?.to_string();
         let tags = tags
             .map(|(k, v)| {
                 Ok((
-                    name(&tagks, UidKind::Tagk, k)?,
-                    name(&tagvs, UidKind::Tagv, v)?,
+                    tagks.name(UidKind::Tagk, k)?.to_string(),
+                    tagvs.name(UidKind::Tagv, v)?.to_string(),
                 ))
             })
             .collect::<Result<Vec<_>>>()?;

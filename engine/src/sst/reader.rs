@@ -257,11 +257,13 @@ impl SstReader {
         Ok((filters, charge))
     }
 
-    /// The value of type `T` cached for the block at `h`, loaded with `load` on a miss.
+    /// The value of type `T` cached for the block at `h`, loaded with `load` on a miss and
+    /// added to the cache if `fill`.
     fn cached<T: Send + Sync + 'static>(
         &self,
         cache: &BlockCache,
         h: BlockHandle,
+        fill: bool,
         load: impl FnOnce() -> Result<(T, usize)>,
     ) -> Result<Arc<T>> {
         let key = self.cache_key(h);
@@ -270,7 +272,9 @@ impl SstReader {
         }
         let (value, charge) = load()?;
         let value = Arc::new(value);
-        cache.insert(key, value.clone(), charge);
+        if fill {
+            cache.insert(key, value.clone(), charge);
+        }
         Ok(value)
     }
 
@@ -278,7 +282,9 @@ impl SstReader {
     pub(super) fn index(&self) -> Result<Arc<Vec<IndexEntry>>> {
         match (&self.pinned, &self.cache) {
             (Some((index, _)), _) => Ok(index.clone()),
-            (None, Some(cache)) => self.cached(cache, self.footer.index, || self.load_index()),
+            (None, Some(cache)) => {
+                self.cached(cache, self.footer.index, true, || self.load_index())
+            }
             (None, None) => Ok(Arc::new(self.load_index()?.0)),
         }
     }
@@ -286,7 +292,9 @@ impl SstReader {
     fn filters(&self) -> Result<Arc<Filters>> {
         match (&self.pinned, &self.cache) {
             (Some((_, filters)), _) => Ok(filters.clone()),
-            (None, Some(cache)) => self.cached(cache, self.footer.filter, || self.load_filters()),
+            (None, Some(cache)) => {
+                self.cached(cache, self.footer.filter, true, || self.load_filters())
+            }
             (None, None) => Ok(Arc::new(self.load_filters()?.0)),
         }
     }
@@ -301,14 +309,9 @@ impl SstReader {
             Ok((Block::new(raw, self.name.clone(), handle.offset)?, charge))
         };
         match &self.cache {
-            Some(cache) if fill_cache => Ok(Block::clone(&*self.cached(cache, handle, load)?)),
-            Some(cache) => match cache
-                .get(&self.cache_key(handle))
-                .and_then(|v| v.downcast::<Block>().ok())
-            {
-                Some(hit) => Ok(Block::clone(&hit)),
-                None => Ok(load()?.0),
-            },
+            Some(cache) => Ok(Block::clone(
+                &*self.cached(cache, handle, fill_cache, load)?,
+            )),
             None => Ok(load()?.0),
         }
     }
