@@ -132,6 +132,8 @@ struct EngineGauges {
     write_stall_seconds: Gauge,
     flushes: IntGauge,
     flush_seconds: Gauge,
+    rows_folded: IntGauge,
+    folds_rejected: IntGauge,
     compactions: IntGauge,
     compaction_seconds: Gauge,
     compaction_written_bytes: IntGauge,
@@ -279,6 +281,14 @@ impl Metrics {
             flushes: b.gauge("strata_engine_flushes", "Memtable flushes completed.")?,
             flush_seconds: b
                 .gauge_f("strata_engine_flush_seconds", "Total time spent flushing.")?,
+            rows_folded: b.gauge(
+                "strata_engine_flush_rows_folded",
+                "Rows a flush wrote as one block instead of one cell per point.",
+            )?,
+            folds_rejected: b.gauge(
+                "strata_engine_flush_folds_rejected",
+                "Rows whose flush fold broke the engine's contract and were flushed unfolded.",
+            )?,
             compactions: b.gauge("strata_engine_compactions", "Compactions completed.")?,
             compaction_seconds: b.gauge_f(
                 "strata_engine_compaction_seconds",
@@ -455,6 +465,8 @@ impl Metrics {
         g.write_stall_seconds.set(secs(e.write_stall_micros));
         g.flushes.set(gauge_value(e.flushes));
         g.flush_seconds.set(secs(e.flush_micros));
+        g.rows_folded.set(gauge_value(e.rows_folded));
+        g.folds_rejected.set(gauge_value(e.folds_rejected));
         g.compactions.set(gauge_value(e.compactions));
         g.compaction_seconds.set(secs(e.compaction_micros));
         g.compaction_written_bytes

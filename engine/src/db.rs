@@ -151,6 +151,8 @@ struct Counters {
     write_stall_micros: AtomicU64,
     flushes: AtomicU64,
     flush_micros: AtomicU64,
+    rows_folded: AtomicU64,
+    folds_rejected: AtomicU64,
     compactions: AtomicU64,
     compaction_micros: AtomicU64,
     compaction_bytes_written: AtomicU64,
@@ -489,6 +491,8 @@ impl Db {
             write_stall_micros: c.write_stall_micros.load(Ordering::Relaxed),
             flushes: c.flushes.load(Ordering::Relaxed),
             flush_micros: c.flush_micros.load(Ordering::Relaxed),
+            rows_folded: c.rows_folded.load(Ordering::Relaxed),
+            folds_rejected: c.folds_rejected.load(Ordering::Relaxed),
             compactions: c.compactions.load(Ordering::Relaxed),
             compaction_micros: c.compaction_micros.load(Ordering::Relaxed),
             compaction_bytes_written: c.compaction_bytes_written.load(Ordering::Relaxed),
@@ -742,9 +746,24 @@ impl Inner {
                 let id = next.next_file_id;
                 next.next_file_id += 1;
                 let mem = &frozen.mem;
-                if let Some(file) =
-                    self.write_sst(table, 0, id, &mut |add| mem.for_each(table, add))?
-                {
+                let fold = self.table_options(table).flush_fold;
+                let (mut folded, mut rejected) = (0u64, 0u64);
+                let file = self.write_sst(table, 0, id, &mut |add| match &fold {
+                    Some(fold) => {
+                        mem.for_each_folded(table, &*fold.0, &mut folded, &mut rejected, add)
+                    }
+                    None => mem.for_each(table, add),
+                })?;
+                self.counters
+                    .rows_folded
+                    .fetch_add(folded, Ordering::Relaxed);
+                if rejected > 0 {
+                    tracing::error!(table, rows = rejected, "flush fold output rejected");
+                    self.counters
+                        .folds_rejected
+                        .fetch_add(rejected, Ordering::Relaxed);
+                }
+                if let Some(file) = file {
                     written.push(file);
                 }
             }

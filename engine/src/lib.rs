@@ -14,6 +14,7 @@ mod cache;
 mod compaction;
 mod db;
 mod error;
+mod fold;
 mod fs;
 mod key;
 mod manifest;
@@ -28,6 +29,7 @@ mod wal;
 pub use batch::WriteBatch;
 pub use db::{Db, Snapshot, Table};
 pub use error::{Error, ErrorKind, Result};
+pub use fold::{FlushFold, FlushFolder, FoldEntry, FoldKind, FoldOut};
 pub use options::{
     Clock, Compression, DbOptions, FilterMode, SyncPolicy, SystemClock, TableOptions,
 };

@@ -29,6 +29,7 @@ use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
 
 use crate::batch::OpRef;
+use crate::fold::{FlushFold, FoldEntry, FoldKind, FoldOut};
 use crate::key::{Entry, EntryKind, Found, InternalKey};
 use crate::sst::RowRange;
 
@@ -369,6 +370,110 @@ impl Memtable {
             }
         }
         Ok(())
+    }
+
+    /// As [`Memtable::for_each`], with each row's entries first offered to `fold` (`fold.rs`).
+    /// A row whose fold returns a replacement passes the replacement to `f` instead, and is
+    /// counted in `folded_rows`; one whose replacement breaks the contract (an index out of
+    /// range, a sequence number above the row's highest, keys out of order) is passed
+    /// unfolded, and counted in `rejected`.
+    pub(crate) fn for_each_folded(
+        &self,
+        table: u32,
+        fold: &dyn FlushFold,
+        folded_rows: &mut u64,
+        rejected: &mut u64,
+        f: &mut dyn FnMut(&Entry) -> crate::error::Result<()>,
+    ) -> crate::error::Result<()> {
+        let tables = self.tables.read();
+        let Some(rows) = tables.tables.get(&table) else {
+            return Ok(());
+        };
+        let arena = &tables.arena;
+        let mut view: Vec<FoldEntry<'_>> = Vec::new();
+        let mut out: Vec<Entry> = Vec::new();
+        for (row, entries) in rows.range((Bound::Unbounded, Bound::Unbounded)) {
+            view.clear();
+            view.extend(entries.iter().map(|e| FoldEntry {
+                column: e.column(arena),
+                value: arena.bytes(e.at, e.column_len, e.value_len),
+                seq: e.seq,
+                kind: match e.kind {
+                    EntryKind::Put => FoldKind::Put,
+                    EntryKind::DeleteCell => FoldKind::DeleteCell,
+                    EntryKind::DeleteRow => FoldKind::DeleteRow,
+                },
+            }));
+            let folded = fold
+                .fold(row, &view)
+                .and_then(|r| Self::folded_entries(row, entries, arena, r, &mut out));
+            match folded {
+                Some(()) => {
+                    *folded_rows += 1;
+                    for e in &out {
+                        f(e)?;
+                    }
+                }
+                None => {
+                    if !out.is_empty() {
+                        *rejected += 1;
+                    }
+                    for e in entries {
+                        f(&e.entry(row, arena))?;
+                    }
+                }
+            }
+            out.clear();
+        }
+        Ok(())
+    }
+
+    /// Turns a fold's output for `row` into entries in `out`; `None` if it breaks the
+    /// contract (`out` then holds what was built so far, so the caller can tell).
+    fn folded_entries(
+        row: &Bytes,
+        entries: &[MemEntry],
+        arena: &Arena,
+        folded: Vec<FoldOut>,
+        out: &mut Vec<Entry>,
+    ) -> Option<()> {
+        let max_seq = entries.iter().map(|e| e.seq).max().unwrap_or(0);
+        let write_ms = entries.iter().map(|e| e.write_ms).max().unwrap_or(0);
+        // A marker entry so that a rejection is visible to the caller even when it comes first.
+        let reject = |out: &mut Vec<Entry>| {
+            if out.is_empty() {
+                out.push(entries[0].entry(row, arena));
+            }
+            None
+        };
+        for o in folded {
+            let e = match o {
+                FoldOut::Keep(i) => match entries.get(i) {
+                    Some(m) => m.entry(row, arena),
+                    None => return reject(out),
+                },
+                FoldOut::Put { column, value, seq } => {
+                    if seq > max_seq {
+                        return reject(out);
+                    }
+                    Entry {
+                        key: InternalKey {
+                            row: row.clone(),
+                            column: Bytes::from(column),
+                            seq,
+                            kind: EntryKind::Put,
+                        },
+                        write_ms,
+                        value: Bytes::from(value),
+                    }
+                }
+            };
+            if out.last().is_some_and(|p| p.key >= e.key) {
+                return reject(out);
+            }
+            out.push(e);
+        }
+        Some(())
     }
 
     /// Every entry of `table` in the rows of `range`, in internal-key order. Rows, columns

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::Error;
+use crate::fold::FlushFolder;
 
 /// When the write-ahead log is fsynced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,6 +150,8 @@ pub struct TableOptions {
     pub filter: FilterMode,
     /// Cells older than this (by write time) are dropped by compaction and hidden from reads.
     pub ttl: Option<Duration>,
+    /// Rewrites each row's entries as a flush writes them to level 0 (`fold.rs`).
+    pub flush_fold: Option<FlushFolder>,
 }
 
 impl Default for TableOptions {
@@ -158,6 +161,7 @@ impl Default for TableOptions {
             compression: Compression::Lz4,
             filter: FilterMode::Rows,
             ttl: None,
+            flush_fold: None,
         }
     }
 }

@@ -26,6 +26,10 @@ pub struct EngineStats {
     pub flushes: u64,
     /// Total time spent flushing.
     pub flush_micros: u64,
+    /// Rows a table's flush fold rewrote.
+    pub rows_folded: u64,
+    /// Rows whose fold output broke the contract and were flushed unfolded (a bug if non-zero).
+    pub folds_rejected: u64,
     /// Compactions completed.
     pub compactions: u64,
     /// Total time spent compacting.

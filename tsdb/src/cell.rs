@@ -13,7 +13,9 @@
 //! 3. Seconds and milliseconds are normalized to ms before the column is computed, so the same
 //!    instant always lands on the same cell and the later write wins.
 //! 4. The empty column is the row's compacted block (see `FORMAT.md`); raw columns are exactly
-//!    3 bytes, so it sorts first. Any other column length is corruption.
+//!    3 bytes, so it sorts first. A 9-byte column `0xFF | seq (u64 BE)` is a partial block
+//!    written by a flush (`fold.rs`), sorting after every raw column. Any other column is
+//!    corruption.
 
 use strata_engine::Cell;
 
@@ -148,33 +150,109 @@ pub(crate) fn decode_value(col: &[u8], v: &[u8]) -> Result<Value> {
 
 /// Decodes the points of one data row, in time order, as `(timestamp_ms, value)`.
 ///
-/// `cells` must be sorted by column, as the engine returns them. The empty column, if present,
-/// holds the row's compacted block; its points are merged with the raw cells, and a raw cell
-/// wins over a block point at the same instant (raw cells are always written later). A block
-/// that does not decode, or holds a point outside the row's hour, is an error.
+/// `cells` must be sorted by column, as the engine returns them. The row's blocks (the main
+/// block at the empty column, then the partial blocks of flushes, oldest first) and its raw
+/// cells are merged, a later part winning at an instant two hold: partial blocks over the main
+/// block and over older partial blocks, raw cells over every block (raw cells are always
+/// written later: see `RowParts`). A block that does not decode, or holds a point outside the
+/// row's hour, is an error.
 pub(crate) fn decode_row(base_time: u32, cells: &[Cell]) -> Result<Vec<(i64, Value)>> {
-    let (block, raw) = split_row(cells);
+    let parts = RowParts::split(cells)?;
     let base_ms = i64::from(base_time) * 1000;
-    let mut raw_points = Vec::with_capacity(raw.len());
-    for cell in raw {
+    let mut raw_points = Vec::with_capacity(parts.raw.len());
+    for cell in parts.raw {
         let off = decode_column(&cell.column)?;
         raw_points.push((
             base_ms + i64::from(off),
             decode_value(&cell.column, &cell.value)?,
         ));
     }
-    let Some(block) = block else {
-        return Ok(raw_points);
-    };
-    let block_points = decode_row_block(base_time, block)?;
-    Ok(merge_points(&block_points, &raw_points))
+    let mut merged: Option<Vec<(i64, Value)>> = None;
+    for block in parts.blocks() {
+        let points = decode_row_block(base_time, block)?;
+        merged = Some(match merged {
+            None => points,
+            Some(older) => merge_points(&older, &points),
+        });
+    }
+    Ok(match merged {
+        None => raw_points,
+        Some(blocks) if raw_points.is_empty() => blocks,
+        Some(blocks) => merge_points(&blocks, &raw_points),
+    })
 }
 
-/// Splits a row's cells into its compacted block (the empty column) and its raw cells.
-pub(crate) fn split_row(cells: &[Cell]) -> (Option<&[u8]>, &[Cell]) {
-    match cells.split_first() {
-        Some((first, rest)) if first.column.is_empty() => (Some(&first.value[..]), rest),
-        _ => (None, cells),
+/// First byte of a partial block's column. Raw columns start with at most `0x36`
+/// (3,599,999 >> 16), so partial blocks sort after every raw cell.
+pub(crate) const PARTIAL_TAG: u8 = 0xFF;
+/// Bytes of a partial block's column: the tag and the flush's sequence number.
+pub(crate) const PARTIAL_COLUMN_LEN: usize = 9;
+
+/// The column of a partial block written by the flush fold (`fold.rs`): the tag, then the
+/// highest engine sequence number among the cells it folded, big-endian, so a row's partial
+/// blocks sort oldest first.
+pub(crate) fn partial_column(seq: u64) -> [u8; PARTIAL_COLUMN_LEN] {
+    let mut c = [PARTIAL_TAG; PARTIAL_COLUMN_LEN];
+    c[1..].copy_from_slice(&seq.to_be_bytes());
+    c
+}
+
+/// A data row's cells by kind, each part in column order.
+///
+/// Raw cells always postdate the row's blocks: the row compactor and deletes write the main
+/// block behind a row tombstone, which hides every older cell, and a flush folds every raw cell
+/// of its memtable into a partial block, so a raw cell that is still raw was written after the
+/// last flush, later than any partial block.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RowParts<'a> {
+    /// The main block (the empty column).
+    pub(crate) main: Option<&'a [u8]>,
+    /// The raw cells.
+    pub(crate) raw: &'a [Cell],
+    /// The partial blocks, oldest first.
+    pub(crate) partials: &'a [Cell],
+}
+
+impl<'a> RowParts<'a> {
+    /// Splits `cells` (sorted by column). A column that is neither empty, raw (3 bytes) nor a
+    /// partial block's is corruption.
+    pub(crate) fn split(cells: &'a [Cell]) -> Result<RowParts<'a>> {
+        let (main, rest) = match cells.split_first() {
+            Some((first, rest)) if first.column.is_empty() => (Some(&first.value[..]), rest),
+            _ => (None, cells),
+        };
+        let n_raw = rest
+            .iter()
+            .take_while(|c| c.column.first() != Some(&PARTIAL_TAG))
+            .count();
+        let (raw, partials) = rest.split_at(n_raw);
+        if let Some(bad) = partials
+            .iter()
+            .find(|c| c.column.len() != PARTIAL_COLUMN_LEN)
+        {
+            return Err(Error::corruption(
+                "cell",
+                &bad.column,
+                "partial block column is not 9 bytes",
+            ));
+        }
+        Ok(RowParts {
+            main,
+            raw,
+            partials,
+        })
+    }
+
+    /// The blocks, oldest first: the main block, then the partial blocks.
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.main
+            .into_iter()
+            .chain(self.partials.iter().map(|c| &c.value[..]))
+    }
+
+    /// The number of blocks.
+    pub(crate) fn block_count(&self) -> usize {
+        usize::from(self.main.is_some()) + self.partials.len()
     }
 }
 

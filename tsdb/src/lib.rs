@@ -9,6 +9,7 @@ mod cell;
 mod clock;
 mod error;
 mod filter;
+mod fold;
 mod meta;
 mod point;
 mod read;

@@ -12,7 +12,7 @@ use roaring::RoaringBitmap;
 use strata_engine::{Cell, Row, ScanOptions, Snapshot, WriteBatch};
 
 use crate::block::{block_len, decode_block, encode_block};
-use crate::cell::{decode_column, decode_row, decode_row_block, decode_value, split_row};
+use crate::cell::{RowParts, decode_column, decode_row, decode_value};
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::meta;
@@ -313,34 +313,31 @@ impl Tsdb {
                     Ok(points) => points.len() as u64,
                     Err(e) => {
                         tracing::warn!(error = %e, "deleting an undecodable data row");
-                        split_row(&r.row.cells).1.len() as u64
+                        r.row.cells.len() as u64
                     }
                 };
                 batch.delete_row(&inner.data, &r.row.key);
                 batch.delete_row(&inner.meta, &meta::key(meta::DIRTY_PREFIX, &r.row.key));
                 continue;
             }
-            let points = decode_row(r.base_time, &r.row.cells)?;
+            // Part of a row: it is rewritten whole, as the row compactor does, behind a row
+            // tombstone that hides every cell read here. Deleting cells one by one would miss
+            // the points a flush folds into a partial block meanwhile (`fold.rs`); the
+            // tombstone's sequence number is above any such block's. Writers wait for the
+            // write lock held here, so nothing else lands in the row before the batch.
+            let mut kept = decode_row(r.base_time, &r.row.cells)?;
             let in_range = |ts: i64| ts >= start_ms && ts <= end_ms;
-            deleted += points.iter().filter(|p| in_range(p.0)).count() as u64;
-            let (block, raw) = split_row(&r.row.cells);
-            for cell in raw {
-                let off = decode_column(&cell.column)?;
-                if in_range(row_start + i64::from(off)) {
-                    batch.delete(&inner.data, &r.row.key, &cell.column);
-                }
+            let before = kept.len();
+            kept.retain(|p| !in_range(p.0));
+            if kept.len() == before {
+                continue;
             }
-            if let Some(block) = block {
-                let mut kept = decode_row_block(r.base_time, block)?;
-                let before = kept.len();
-                kept.retain(|p| !in_range(p.0));
-                if kept.is_empty() {
-                    batch.delete(&inner.data, &r.row.key, b"");
-                } else if kept.len() != before {
-                    let mut bytes = Vec::new();
-                    encode_block(&kept, &mut bytes)?;
-                    batch.put(&inner.data, &r.row.key, b"", &bytes);
-                }
+            deleted += (before - kept.len()) as u64;
+            batch.delete_row(&inner.data, &r.row.key);
+            if !kept.is_empty() {
+                let mut bytes = Vec::new();
+                encode_block(&kept, &mut bytes)?;
+                batch.put(&inner.data, &r.row.key, b"", &bytes);
             }
         }
         // Series whose last point was deleted fall back to their latest earlier point.
@@ -400,21 +397,32 @@ impl Tsdb {
 /// Milliseconds one row covers.
 const ROW_SPAN_MS: i64 = ROW_SPAN_SECS as i64 * 1000;
 
-/// The number of points a row holds, for sizing the output: the block's count from its
-/// header plus the raw cells (an overestimate when raw cells replace block points).
+/// The number of points a row holds, for sizing the output: the blocks' counts from their
+/// headers plus the raw cells (an overestimate when later parts replace earlier points).
 fn row_len_hint(cells: &[Cell]) -> usize {
-    let (block, raw) = split_row(cells);
-    block.and_then(|b| block_len(b).ok()).unwrap_or(0) + raw.len()
+    match RowParts::split(cells) {
+        Ok(parts) => {
+            parts
+                .blocks()
+                .map(|b| block_len(b).unwrap_or(0))
+                .sum::<usize>()
+                + parts.raw.len()
+        }
+        Err(_) => cells.len(),
+    }
 }
 
-/// Appends the points of one data row to `out`, in time order: the block decoded straight into
-/// `out` when the row has no raw cell (the common case after row compaction), the raw cells
-/// when it has no block, and `cell::decode_row`'s merge when it has both.
+/// Appends the points of one data row to `out`, in time order: a lone block (the common case
+/// after row compaction, or after a flush folded the row) decoded straight into `out`, the raw
+/// cells when the row has no block, and `cell::decode_row`'s merge otherwise.
 fn append_row(base_time: u32, cells: &[Cell], out: &mut Vec<(i64, Value)>) -> Result<()> {
-    let (block, raw) = split_row(cells);
+    let parts = RowParts::split(cells)?;
     let base_ms = i64::from(base_time) * 1000;
-    match block {
-        Some(block) if raw.is_empty() => {
+    match (parts.block_count(), parts.raw.is_empty()) {
+        (1, true) => {
+            let Some(block) = parts.blocks().next() else {
+                return Ok(());
+            };
             let before = out.len();
             decode_block(block, out)?;
             // Block timestamps strictly increase, so the ends bound every point.
@@ -431,9 +439,9 @@ fn append_row(base_time: u32, cells: &[Cell], out: &mut Vec<(i64, Value)>) -> Re
                 ));
             }
         }
-        None => {
-            out.reserve(raw.len());
-            for cell in raw {
+        (0, _) => {
+            out.reserve(parts.raw.len());
+            for cell in parts.raw {
                 let off = decode_column(&cell.column)?;
                 out.push((
                     base_ms + i64::from(off),
@@ -441,7 +449,7 @@ fn append_row(base_time: u32, cells: &[Cell], out: &mut Vec<(i64, Value)>) -> Re
                 ));
             }
         }
-        Some(_) => out.extend(decode_row(base_time, cells)?),
+        _ => out.extend(decode_row(base_time, cells)?),
     }
     Ok(())
 }

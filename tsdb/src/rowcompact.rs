@@ -36,7 +36,7 @@ use parking_lot::{Condvar, Mutex};
 use strata_engine::{Row, ScanOptions, Snapshot, Table, WriteBatch};
 
 use crate::block::encode_block;
-use crate::cell::{decode_row, split_row};
+use crate::cell::{RowParts, decode_row};
 use crate::error::{Error, Result};
 use crate::meta;
 use crate::rowkey::{ROW_SPAN_SECS, ROWKEY_HEAD_LEN, RowKey};
@@ -64,7 +64,7 @@ pub struct RowCompactStats {
     pub rows_raced: u64,
     /// Rows that could not be decoded (corrupt cells or block); left dirty and logged.
     pub rows_failed: u64,
-    /// Raw cells folded into blocks (and deleted).
+    /// Raw cells and partial blocks folded into main blocks (and deleted).
     pub cells_folded: u64,
     /// Points in the blocks written.
     pub block_points: u64,
@@ -354,8 +354,8 @@ fn prepare_row(c: &Candidate, row: Option<&Row>) -> Result<Outcome> {
     let Some(row) = row else {
         return Ok(Outcome::Clean);
     };
-    let (_, raw) = split_row(&row.cells);
-    if raw.is_empty() {
+    let parts = RowParts::split(&row.cells)?;
+    if parts.raw.is_empty() && parts.partials.is_empty() {
         return Ok(Outcome::Clean);
     }
     let points = decode_row(c.base_time, &row.cells)?;
@@ -363,7 +363,7 @@ fn prepare_row(c: &Candidate, row: Option<&Row>) -> Result<Outcome> {
     encode_block(&points, &mut block)?;
     Ok(Outcome::Compacted {
         block,
-        cells: raw.len() as u64,
+        cells: (parts.raw.len() + parts.partials.len()) as u64,
         points: points.len() as u64,
     })
 }

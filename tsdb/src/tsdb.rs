@@ -10,12 +10,13 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 use roaring::RoaringBitmap;
 use rustc_hash::FxHashMap;
-use strata_engine::{Db, DbOptions, Table, TableOptions, WriteBatch};
+use strata_engine::{Db, DbOptions, FlushFolder, Table, TableOptions, WriteBatch};
 
 use crate::cell::{EncodedValue, encode_column, encode_value};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::filter::Filter;
+use crate::fold::RowFold;
 use crate::meta;
 use crate::point::PointRef;
 use crate::rowkey::{ROW_SPAN_SECS, Tsuid, base_time_of, encode_rowkey_into, salt_of};
@@ -94,6 +95,10 @@ pub struct TsdbOptions {
     /// How long after its hour closes a row waits before the row compactor folds it: a row of
     /// hour `base_time` is compacted once `base_time + 3600 s + grace <= now` (default 10 min).
     pub rowcompact_grace: Duration,
+    /// Fold each row's raw cells into one block when the engine flushes a memtable
+    /// (`fold.rs`; default true). Off, every point reaches the engine's files as its own cell
+    /// until the row compactor folds its hour.
+    pub fold_on_flush: bool,
 }
 
 impl Default for TsdbOptions {
@@ -113,6 +118,7 @@ impl Default for TsdbOptions {
             // Late points usually arrive within minutes; folding a row sooner would only make
             // the next late point dirty it again.
             rowcompact_grace: Duration::from_secs(600),
+            fold_on_flush: true,
         }
     }
 }
@@ -170,7 +176,11 @@ impl Tsdb {
         let mut db_opts = opts.db.clone();
         db_opts.clock = opts.clock.clone();
         let db = Db::open(dir, db_opts)?;
-        let data = db.open_table(DATA_TABLE, opts.data_table.clone())?;
+        let mut data_opts = opts.data_table.clone();
+        if opts.fold_on_flush {
+            data_opts.flush_fold = Some(FlushFolder(Arc::new(RowFold)));
+        }
+        let data = db.open_table(DATA_TABLE, data_opts)?;
         let uid = db.open_table(UID_TABLE, TableOptions::default())?;
         let meta_t = db.open_table(META_TABLE, TableOptions::default())?;
         let buckets = match db.get(&meta_t, meta::CONFIG_ROW, meta::SALT_BUCKETS_COLUMN)? {

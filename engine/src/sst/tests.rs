@@ -75,6 +75,7 @@ fn options() -> impl Strategy<Value = TableOptions> {
             compression,
             filter,
             ttl: None,
+            flush_fold: None,
         })
 }
 
@@ -204,6 +205,7 @@ fn every_flipped_byte_is_reported_as_corruption_of_its_block() -> Result<()> {
             compression,
             filter,
             ttl: None,
+            flush_fold: None,
         };
         let (bytes, _) = build(&entries, &opts)?;
         let good = open(&bytes, None)?;
@@ -367,6 +369,7 @@ fn fixture_options() -> TableOptions {
         compression: Compression::None,
         filter: FilterMode::RowsAndColumns,
         ttl: None,
+        flush_fold: None,
     }
 }
 
