@@ -17,6 +17,8 @@ pub(crate) fn open_tsdb(config: &Config) -> anyhow::Result<strata_tsdb::Tsdb> {
     let started = std::time::Instant::now();
     let mut opts = strata_tsdb::TsdbOptions::default();
     opts.db.sync = config.fsync.parse()?;
+    opts.db.memtable_bytes = usize::try_from(config.memtable_mb << 20)?;
+    opts.db.block_cache_bytes = usize::try_from(config.cache_mb << 20)?;
     let tsdb = strata_tsdb::Tsdb::open(&config.data_dir, opts)
         .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
     tracing::info!(

@@ -20,6 +20,13 @@ pub(crate) struct StorageArgs {
     /// WAL fsync policy: `always` or `interval:<ms>` [default: interval:100].
     #[arg(long, env = "STRATA_FSYNC")]
     pub(crate) fsync: Option<String>,
+    /// Size of the write buffer (memtable) in MiB; up to four more fill while full ones are
+    /// written out, so writes can hold about five times this [default: 64].
+    #[arg(long, env = "STRATA_MEMTABLE_MB", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub(crate) memtable_mb: Option<u64>,
+    /// Size of the block cache for reads in MiB; 0 turns it off [default: 256].
+    #[arg(long, env = "STRATA_CACHE_MB", value_parser = clap::value_parser!(u64).range(0..=1048576))]
+    pub(crate) cache_mb: Option<u64>,
 }
 
 /// `strata serve` flags. Each can also come from the environment variable named beside it.
@@ -63,6 +70,11 @@ pub(crate) struct ServeArgs {
     pub(crate) allow_delete: Option<bool>,
 }
 
+/// The default memtable size in MiB.
+const DEFAULT_MEMTABLE_MB: u64 = 64;
+/// The default block cache size in MiB.
+const DEFAULT_CACHE_MB: u64 = 256;
+
 /// OpenTSDB's default `tsd.http.request.cors_headers`.
 pub(crate) const DEFAULT_CORS_HEADERS: &str = "Authorization, Content-Type, Accept, Origin, \
      User-Agent, DNT, Cache-Control, X-Mx-ReqToken, Keep-Alive, X-Requested-With, \
@@ -76,6 +88,8 @@ struct FileConfig {
     bind: Option<IpAddr>,
     port: Option<u16>,
     fsync: Option<String>,
+    memtable_mb: Option<u64>,
+    cache_mb: Option<u64>,
     max_line_bytes: Option<usize>,
     max_connections: Option<usize>,
     max_body_bytes: Option<usize>,
@@ -130,6 +144,8 @@ pub(crate) struct Config {
     pub(crate) bind: IpAddr,
     pub(crate) port: u16,
     pub(crate) fsync: String,
+    pub(crate) memtable_mb: u64,
+    pub(crate) cache_mb: u64,
     pub(crate) max_line_bytes: usize,
     pub(crate) max_connections: usize,
     pub(crate) max_body_bytes: usize,
@@ -171,6 +187,14 @@ impl Config {
                 .clone()
                 .or(file.fsync)
                 .unwrap_or_else(|| "interval:100".into()),
+            memtable_mb: storage
+                .memtable_mb
+                .or(file.memtable_mb)
+                .unwrap_or(DEFAULT_MEMTABLE_MB),
+            cache_mb: storage
+                .cache_mb
+                .or(file.cache_mb)
+                .unwrap_or(DEFAULT_CACHE_MB),
             max_line_bytes: args.max_line_bytes.or(file.max_line_bytes).unwrap_or(1024),
             max_connections: args
                 .max_connections
@@ -210,6 +234,16 @@ impl Config {
             config.max_connections >= 1,
             "max_connections must be at least 1"
         );
+        anyhow::ensure!(
+            (1..=4096).contains(&config.memtable_mb),
+            "memtable_mb must be 1 to 4096, not {}",
+            config.memtable_mb
+        );
+        anyhow::ensure!(
+            config.cache_mb <= 1 << 20,
+            "cache_mb must be at most 1048576, not {}",
+            config.cache_mb
+        );
         Ok(config)
     }
 }
@@ -230,12 +264,13 @@ mod tests {
         let path = dir.path().join("strata.toml");
         std::fs::write(
             &path,
-            "port = 5000\ndata_dir = \"/from/file\"\nfsync = \"always\"\n",
+            "port = 5000\ndata_dir = \"/from/file\"\nfsync = \"always\"\nmemtable_mb = 8\ncache_mb = 9\n",
         )?;
         let args = ServeArgs {
             storage: StorageArgs {
                 config: Some(path),
                 data_dir: Some("/from/flag".into()),
+                cache_mb: Some(0),
                 ..StorageArgs::default()
             },
             ..ServeArgs::default()
@@ -244,6 +279,7 @@ mod tests {
         assert_eq!(c.data_dir, PathBuf::from("/from/flag"));
         assert_eq!(c.port, 5000);
         assert_eq!(c.fsync, "always");
+        assert_eq!((c.memtable_mb, c.cache_mb), (8, 0));
         assert_eq!(c.bind, IpAddr::from([127, 0, 0, 1]));
         assert_eq!(c.max_line_bytes, 1024);
         assert_eq!(c.cors, Cors::Off);
@@ -272,6 +308,14 @@ mod tests {
         .map(|e| format!("{e:#}"))
         .unwrap_or_default();
         assert!(err.contains("fsync"), "{err}");
+        let err = Config::resolve_storage(&StorageArgs {
+            memtable_mb: Some(0),
+            ..StorageArgs::default()
+        })
+        .err()
+        .map(|e| format!("{e:#}"))
+        .unwrap_or_default();
+        assert!(err.contains("memtable_mb"), "{err}");
         Ok(())
     }
 
@@ -303,6 +347,10 @@ mod tests {
         assert_eq!(c.data_dir, PathBuf::from("/from/file"));
         assert_eq!(c.cors, Cors::Any);
         assert_eq!(c.fsync, "interval:100");
+        assert_eq!(
+            (c.memtable_mb, c.cache_mb),
+            (DEFAULT_MEMTABLE_MB, DEFAULT_CACHE_MB)
+        );
         Ok(())
     }
 }

@@ -195,6 +195,9 @@ pub(crate) fn looks_like_integer(s: &str) -> bool {
 /// Parses a float roughly as Java's `Double.parseDouble` does (surrounding control characters
 /// and spaces trimmed, an optional `f`/`F`/`d`/`D` suffix); the error is Java's message.
 pub(crate) fn parse_float(s: &str) -> Result<f64, String> {
+    if let Some(v) = parse_plain_decimal(s) {
+        return Ok(v);
+    }
     let t = s.trim_matches(|c: char| c <= ' ');
     if t.is_empty() {
         return Err("empty String".to_owned());
@@ -210,6 +213,46 @@ pub(crate) fn parse_float(s: &str) -> Result<f64, String> {
         _ if t.bytes().filter(|&b| b == b'.').count() > 1 => Err("multiple points".to_owned()),
         _ => Err(format!("For input string: \"{s}\"")),
     }
+}
+
+/// The common float spelling, `[-]digits.digits` with at most 15 digits in all, parsed
+/// exactly: the digits as an integer below 2^53 divided by a power of ten up to 10^15, both
+/// exact in an f64, so the one correctly rounded division equals the correctly rounded parse
+/// of the text. `None` for anything else, which takes the general path.
+fn parse_plain_decimal(s: &str) -> Option<f64> {
+    const POW10: [f64; 16] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+    ];
+    let (neg, digits) = match s.as_bytes() {
+        [b'-', rest @ ..] => (true, rest),
+        b => (false, b),
+    };
+    if digits.is_empty() || digits.len() > 16 {
+        return None;
+    }
+    let mut mantissa: u64 = 0;
+    let mut n_digits = 0;
+    let mut frac_digits: Option<usize> = None;
+    for &b in digits {
+        match b {
+            b'0'..=b'9' => {
+                mantissa = mantissa * 10 + u64::from(b - b'0');
+                n_digits += 1;
+                if let Some(f) = &mut frac_digits {
+                    *f += 1;
+                }
+            }
+            b'.' if frac_digits.is_none() => frac_digits = Some(0),
+            _ => return None,
+        }
+    }
+    // Digits on both sides of the point: "5." and ".5" take the general path.
+    let frac = frac_digits?;
+    if frac == 0 || n_digits == frac || n_digits > 15 {
+        return None;
+    }
+    let v = mantissa as f64 / POW10[frac];
+    Some(if neg { -v } else { v })
 }
 
 /// Parses a value per §a.3: integer unless the text holds `.`, `e` or `E`. NaN and infinities
@@ -332,6 +375,28 @@ pub(crate) fn check_point(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The exact fast path agrees with the general parse, bit for bit, on every text it
+        /// takes, and takes the usual gauge spellings.
+        #[test]
+        fn plain_decimals_parse_as_rust_does(
+            neg in any::<bool>(),
+            int in "[0-9]{0,12}",
+            frac in "[0-9]{0,12}",
+            dot in any::<bool>(),
+        ) {
+            let s = format!("{}{int}{}{frac}", if neg { "-" } else { "" }, if dot { "." } else { "" });
+            if let Some(v) = parse_plain_decimal(&s) {
+                let want: f64 = s.parse().map_err(|e| TestCaseError::fail(format!("{s}: {e}")))?;
+                prop_assert_eq!(v.to_bits(), want.to_bits(), "{}", s);
+            }
+            if dot && !int.is_empty() && !frac.is_empty() && int.len() + frac.len() <= 15 {
+                prop_assert!(parse_plain_decimal(&s).is_some(), "{}", s);
+            }
+        }
+    }
 
     #[test]
     fn parse_long_matches_java() {

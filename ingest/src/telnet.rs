@@ -122,14 +122,17 @@ impl<'a> TagSet<'a> {
     /// OpenTSDB's `Tags.parse`: one `=`, both sides non-empty; a repeated identical pair is
     /// ignored, a repeated key with another value is an error.
     fn add(&mut self, token: &'a str) -> Result<(), PutError> {
-        let mut parts = token.split('=');
-        let (Some(k), Some(v), None) = (parts.next(), parts.next(), parts.next()) else {
+        // Byte-wise: `=` is ASCII, so the split points are char boundaries.
+        let bytes = token.as_bytes();
+        let eq = bytes.iter().position(|&b| b == b'=');
+        let Some(eq) = eq.filter(|&i| !bytes[i + 1..].contains(&b'=')) else {
             return Err(PutError::InvalidTag(token.to_owned()));
         };
+        let (k, v) = (&token[..eq], &token[eq + 1..]);
         if k.is_empty() || v.is_empty() {
             return Err(PutError::InvalidTag(token.to_owned()));
         }
-        let existing = self.iter().find(|&(key, _)| key == k);
+        let existing = self.iter().find(|&(key, _)| same_name(key, k));
         match existing {
             Some((_, old)) if old == v => Ok(()),
             Some(_) => Err(PutError::DuplicateTag {
@@ -146,10 +149,47 @@ impl<'a> TagSet<'a> {
     }
 }
 
+/// `a == b` for short non-empty names, rejecting on the length and the first byte before
+/// comparing the rest: most tag keys of a line differ there, and a full comparison is a call.
+fn same_name(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.as_bytes().first() == b.as_bytes().first() && a == b
+}
+
+/// The tokens of a line split on every single space, as `str::split(' ')` yields them, found
+/// byte by byte (a space is ASCII, so every split point is a char boundary).
+struct Words<'a> {
+    rest: Option<&'a str>,
+}
+
+impl<'a> Words<'a> {
+    fn new(line: &'a str) -> Words<'a> {
+        Words { rest: Some(line) }
+    }
+}
+
+impl<'a> Iterator for Words<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let s = self.rest?;
+        match s.bytes().position(|b| b == b' ') {
+            Some(i) => {
+                self.rest = Some(&s[i + 1..]);
+                Some(&s[..i])
+            }
+            None => {
+                self.rest = None;
+                Some(s)
+            }
+        }
+    }
+}
+
 /// Parses a telnet timestamp token: an integer (seconds or ms by magnitude), or `sec.frac` with
 /// a 1–3 digit fraction of a second (Strata exception #7). Returns `(timestamp, millis)`.
 fn parse_timestamp(tok: &str) -> Result<(i64, bool), PutError> {
-    let Some((int, frac)) = tok.split_once('.') else {
+    let dot = tok.bytes().position(|b| b == b'.');
+    let Some((int, frac)) = dot.map(|i| (&tok[..i], &tok[i + 1..])) else {
         let ts = parse_long(tok).map_err(PutError::InvalidNumber)?;
         return Ok((ts, is_millis(ts)));
     };
@@ -195,13 +235,13 @@ fn parse_timestamp(tok: &str) -> Result<(i64, bool), PutError> {
 /// order (§b.3 steps 1–8). The first token is not checked: [`parse_command`] did that.
 pub fn parse_put_line<'a>(line: &'a [u8], cfg: &ParseConfig) -> Result<PointRef<'a>, PutError> {
     let line = std::str::from_utf8(strip_terminator(line)).map_err(|_| PutError::InvalidUtf8)?;
-    let mut words = line.split(' ');
+    let mut words = Words::new(line);
     let _command = words.next();
     let (Some(metric), Some(ts_tok), Some(value_tok), Some(first_tag)) =
         (words.next(), words.next(), words.next(), words.next())
     else {
         return Err(PutError::NotEnoughArguments {
-            got: line.split(' ').count() - 1,
+            got: Words::new(line).count() - 1,
         });
     };
     if metric.is_empty() {
