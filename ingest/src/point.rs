@@ -219,7 +219,7 @@ pub(crate) fn parse_float(s: &str) -> Result<f64, String> {
 /// exactly: the digits as an integer below 2^53 divided by a power of ten up to 10^15, both
 /// exact in an f64, so the one correctly rounded division equals the correctly rounded parse
 /// of the text. `None` for anything else, which takes the general path.
-fn parse_plain_decimal(s: &str) -> Option<f64> {
+pub(crate) fn parse_plain_decimal(s: &str) -> Option<f64> {
     const POW10: [f64; 16] = [
         1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
     ];
@@ -280,7 +280,7 @@ pub(crate) fn java_map<'t>(tags: impl IntoIterator<Item = (&'t str, &'t str)>) -
 
 /// Checks a name against §a.2.
 /// ASCII bytes every configuration allows in names: letters, digits, `-`, `_`, `.`, `/`.
-static STANDARD_NAME_BYTES: [bool; 256] = {
+pub(crate) static STANDARD_NAME_BYTES: [bool; 256] = {
     let mut t = [false; 256];
     let mut b = 0;
     while b < 128 {

@@ -41,6 +41,38 @@ proptest! {
         }
     }
 
+    /// The one-pass parser takes the common lines, and any line it takes parses to the same
+    /// point through the full parser.
+    #[test]
+    fn fast_put_path_agrees_with_the_full_parser(
+        metric in "[a-z0-9._/-]{0,6}|[a-z]{1,3}[=+ ][a-z]{1,3}|é",
+        ts in "[0-9]{1,14}|-[0-9]{1,3}|[0-9]{10}\\.[0-9]{1,4}|0",
+        value in "-?[0-9]{1,20}|-?[0-9]{0,9}\\.[0-9]{0,9}|[0-9]e[0-9]|\\+1|NaN|-",
+        tags in proptest::collection::vec(("[a-z]{0,3}|[a-z]é", "[a-z0-9]{0,3}|=|a=b"), 0..10),
+        sep in "  ?",
+        tail in "| |\\r",
+    ) {
+        let tag_text: Vec<String> = tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let line = format!("put{sep}{metric} {ts} {value} {}{tail}", tag_text.join(" "));
+        let cfg = ParseConfig::default();
+        let full = crate::telnet::parse_put_full(&line, &cfg);
+        if let Some(fast) = crate::telnet::parse_put_fast(&line, &cfg) {
+            prop_assert_eq!(Ok(fast), full.map_err(|e| e.to_string()), "{}", line);
+        }
+        let plain = sep == " " && tail.is_empty() && ts.len() <= 13
+            && ts.parse::<i64>().is_ok_and(|t| t > 0)
+            && (1..=8).contains(&tags.len())
+            && !metric.is_empty() && metric.bytes().all(|b| b.is_ascii_alphanumeric() || b"._/-".contains(&b))
+            && tags.iter().all(|(k, v)| !k.is_empty() && !v.is_empty()
+                && k.bytes().all(|b| b.is_ascii_lowercase()) && v.bytes().all(|b| b.is_ascii_alphanumeric()))
+            && tags.iter().enumerate().all(|(i, (k, _))| tags[..i].iter().all(|(k2, _)| k2 != k))
+            && value.bytes().all(|b| b.is_ascii_digit() || b == b'-')
+            && value.trim_start_matches('-').len() <= 18 && value != "-";
+        if plain {
+            prop_assert!(crate::telnet::parse_put_fast(&line, &cfg).is_some(), "{}", line);
+        }
+    }
+
     #[test]
     fn put_line_never_panics_on_plausible_lines(
         words in proptest::collection::vec("[a-z0-9=.+eE -]{0,8}|1e400|NaN|[=]{0,3}", 0..14)

@@ -10,7 +10,8 @@
 use crate::config::ParseConfig;
 use crate::error::PutError;
 use crate::point::{
-    MAX_INLINE_TAGS, PointRef, Tags, check_point, is_millis, java_map, parse_long, parse_value,
+    MAX_INLINE_TAGS, MAX_TIMESTAMP_MS, Num, PointRef, STANDARD_NAME_BYTES, Tags, check_point,
+    is_millis, java_map, parse_long, parse_plain_decimal, parse_value,
 };
 
 /// The commands in OpenTSDB's registration order, which is also the order `help` prints.
@@ -235,6 +236,17 @@ fn parse_timestamp(tok: &str) -> Result<(i64, bool), PutError> {
 /// order (§b.3 steps 1–8). The first token is not checked: [`parse_command`] did that.
 pub fn parse_put_line<'a>(line: &'a [u8], cfg: &ParseConfig) -> Result<PointRef<'a>, PutError> {
     let line = std::str::from_utf8(strip_terminator(line)).map_err(|_| PutError::InvalidUtf8)?;
+    match parse_put_fast(line, cfg) {
+        Some(p) => Ok(p),
+        None => parse_put_full(line, cfg),
+    }
+}
+
+/// [`parse_put_line`] for any line, in OpenTSDB's order of checks.
+pub(crate) fn parse_put_full<'a>(
+    line: &'a str,
+    cfg: &ParseConfig,
+) -> Result<PointRef<'a>, PutError> {
     let mut words = Words::new(line);
     let _command = words.next();
     let (Some(metric), Some(ts_tok), Some(value_tok), Some(first_tag)) =
@@ -282,6 +294,85 @@ pub fn parse_put_line<'a>(line: &'a [u8], cfg: &ParseConfig) -> Result<PointRef<
         value,
         tags: tags.inline,
     })
+}
+
+/// The common, well-formed `put` line in one pass over its bytes: standard-character names,
+/// an unsigned integer timestamp, an integer or plain decimal value, and distinct `k=v` tags
+/// separated by single spaces. Anything else (including every line with an error) gives
+/// `None` and goes through the full parser, which then decides; where both accept a line
+/// they agree (`proptests::fast_put_path_agrees_with_the_full_parser`).
+pub(crate) fn parse_put_fast<'a>(line: &'a str, cfg: &ParseConfig) -> Option<PointRef<'a>> {
+    let b = line.as_bytes();
+    let name_end = |mut i: usize| {
+        while i < b.len() && STANDARD_NAME_BYTES[usize::from(b[i])] {
+            i += 1;
+        }
+        i
+    };
+    let mut i = b.strip_prefix(b"put ").map(|_| 4)?;
+    let end = name_end(i);
+    if end == i || b.get(end) != Some(&b' ') {
+        return None;
+    }
+    let metric = &line[i..end];
+    i = end + 1;
+    let mut timestamp: i64 = 0;
+    let start = i;
+    while i < b.len() && b[i].is_ascii_digit() && i - start < 13 {
+        timestamp = timestamp * 10 + i64::from(b[i] - b'0');
+        i += 1;
+    }
+    if i == start || b.get(i) != Some(&b' ') {
+        return None;
+    }
+    i += 1;
+    let start = i;
+    while i < b.len() && b[i] != b' ' {
+        i += 1;
+    }
+    let value = fast_value(&line[start..i])?;
+    let mut tags = Tags::default();
+    while b.get(i) == Some(&b' ') {
+        let k0 = i + 1;
+        let k1 = name_end(k0);
+        if k1 == k0 || b.get(k1) != Some(&b'=') {
+            return None;
+        }
+        let v1 = name_end(k1 + 1);
+        if v1 == k1 + 1 {
+            return None;
+        }
+        let (k, v) = (&line[k0..k1], &line[k1 + 1..v1]);
+        if tags.iter().any(|(key, _)| same_name(key, k)) || !tags.push(k, v) {
+            return None;
+        }
+        i = v1;
+    }
+    let millis = is_millis(timestamp);
+    let valid = i == b.len()
+        && !tags.is_empty()
+        && tags.len() <= cfg.max_tags()
+        && timestamp > 0
+        && !(millis && timestamp > MAX_TIMESTAMP_MS);
+    valid.then_some(PointRef {
+        metric,
+        timestamp,
+        millis,
+        value,
+        tags,
+    })
+}
+
+/// A `put` value the fast path takes: `[-]digits` (at most 18) or a plain decimal.
+fn fast_value(tok: &str) -> Option<Num> {
+    let digits = tok.strip_prefix('-').unwrap_or(tok).as_bytes();
+    if !digits.is_empty() && digits.len() <= 18 && digits.iter().all(u8::is_ascii_digit) {
+        let v = digits
+            .iter()
+            .fold(0i64, |acc, &d| acc * 10 + i64::from(d - b'0'));
+        return Some(Num::Int(if tok.starts_with('-') { -v } else { v }));
+    }
+    parse_plain_decimal(tok).map(Num::Float)
 }
 
 #[cfg(test)]
