@@ -21,10 +21,10 @@ pub(crate) struct StorageArgs {
     #[arg(long, env = "STRATA_FSYNC")]
     pub(crate) fsync: Option<String>,
     /// Size of the write buffer (memtable) in MiB; up to four more fill while full ones are
-    /// written out, so writes can hold about five times this [default: 64].
+    /// written out, so writes can hold about five times this [default: 32].
     #[arg(long, env = "STRATA_MEMTABLE_MB", value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub(crate) memtable_mb: Option<u64>,
-    /// Size of the block cache for reads in MiB; 0 turns it off [default: 256].
+    /// Size of the block cache for reads in MiB; 0 turns it off [default: 64].
     #[arg(long, env = "STRATA_CACHE_MB", value_parser = clap::value_parser!(u64).range(0..=1048576))]
     pub(crate) cache_mb: Option<u64>,
 }
@@ -70,10 +70,14 @@ pub(crate) struct ServeArgs {
     pub(crate) allow_delete: Option<bool>,
 }
 
-/// The default memtable size in MiB.
-const DEFAULT_MEMTABLE_MB: u64 = 64;
-/// The default block cache size in MiB.
-const DEFAULT_CACHE_MB: u64 = 256;
+/// The default memtable size in MiB. Since a flush folds each row into one block, small
+/// memtables cost little: on the 24 h devops ingest 32 MiB used about the CPU of 64 MiB and a
+/// lower peak RSS (295 against 345-350 MB).
+const DEFAULT_MEMTABLE_MB: u64 = 32;
+/// The default block cache size in MiB: it holds decompressed blocks, and row-compacted data
+/// takes about 1.5 bytes a point, so 64 MiB holds tens of millions of recent points; the OS page
+/// cache keeps the rest of the files' bytes.
+const DEFAULT_CACHE_MB: u64 = 64;
 
 /// OpenTSDB's default `tsd.http.request.cors_headers`.
 pub(crate) const DEFAULT_CORS_HEADERS: &str = "Authorization, Content-Type, Accept, Origin, \

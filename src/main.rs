@@ -20,6 +20,27 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `mi_option_purge_delay` in mimalloc 3's `mi_option_e` (`include/mimalloc.h`, the version
+/// libmimalloc-sys 0.1.49 builds); the Rust bindings name no constant for it.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+/// How long mimalloc keeps freed memory before returning it to the OS, in milliseconds
+/// (mimalloc's default is 1000). Memtables, their row vectors and flush buffers are freed in
+/// bulk every few seconds; kept for a second, they held the 24 h devops ingest's peak RSS at
+/// 485-514 MB where the live heap peaked near 100 MB. At 10 ms the peak was 241-295 MB, for
+/// about the same CPU (37.8-41.2 against 39.4 s).
+const PURGE_DELAY_MS: std::ffi::c_long = 10;
+
+/// Sets the allocator's options; before any thread is started.
+#[allow(
+    unsafe_code,
+    reason = "mi_option_set is a C function; see the SAFETY note"
+)]
+fn configure_allocator() {
+    // SAFETY: `mi_option_set` stores an integer in mimalloc's option table; it may be called at
+    // any time, and the option only changes when freed memory is purged, not what is live.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
+}
+
 /// Strata: an OpenTSDB-compatible time-series database.
 #[derive(Debug, Parser)]
 #[command(version, about)]
@@ -46,6 +67,7 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    configure_allocator();
     let cli = Cli::parse();
     let default_level = match cli.command {
         Command::Serve(_) => "info",
@@ -75,5 +97,26 @@ fn main() -> anyhow::Result<()> {
         Command::Scan(args) => cli::scan::run(&args),
         Command::Compact(args) => cli::compact::run(&args),
         Command::Export(args) => cli::export::run(&args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    #[allow(
+        unsafe_code,
+        reason = "mi_option_get is a C function that only reads an option"
+    )]
+    fn the_purge_delay_is_the_option_set() {
+        super::configure_allocator();
+        // SAFETY: reads an integer from mimalloc's option table.
+        let got = unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
+        assert_eq!(got, super::PURGE_DELAY_MS);
+        // The index names the purge delay: in `mi_option_e` it comes just before
+        // `use_numa_nodes`, which the bindings do name.
+        assert_eq!(
+            super::MI_OPTION_PURGE_DELAY,
+            libmimalloc_sys::mi_option_use_numa_nodes - 1
+        );
     }
 }
