@@ -631,38 +631,86 @@ pub(crate) fn downsample_fixed_folding<T>(
     }
     let lo = points.partition_point(|p| at(p).0 < first);
     let hi = points.partition_point(|p| at(p).0 <= end);
-    let mut i = lo;
-    while i < hi {
-        let b = floor(at(&points[i]).0);
+    let points = points.get(lo..hi).unwrap_or_default();
+    // One loop per fold, so each inner loop is a plain accumulation.
+    match fold {
+        Fold::Sum => fold_buckets(
+            points,
+            &at,
+            width,
+            &floor,
+            out,
+            empty,
+            |a, v| a + v,
+            |a, _| a,
+        ),
+        Fold::Min => fold_buckets(points, &at, width, &floor, out, empty, f64::min, |a, _| a),
+        Fold::Max => fold_buckets(points, &at, width, &floor, out, empty, f64::max, |a, _| a),
+        Fold::Count => fold_buckets(points, &at, width, &floor, out, empty, |a, _| a, |_, n| n),
+        _ => fold_buckets(
+            points,
+            &at,
+            width,
+            &floor,
+            out,
+            empty,
+            |a, v| a + v,
+            |a, n| a / n,
+        ),
+    }
+    true
+}
+
+/// The buckets of `points` (sorted, all inside the emitted range): each bucket's non-NaN values
+/// folded with `add` from `init`, then `finish(acc, count)`; NaN for a bucket of only NaNs.
+/// The next point usually falls in the next bucket, so the bucket start is only recomputed
+/// (a division) when it does not.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one generic helper for the folds above"
+)]
+#[inline(always)]
+fn fold_buckets<T>(
+    points: &[T],
+    at: &impl Fn(&T) -> (i64, f64),
+    width: i64,
+    floor: &impl Fn(i64) -> i64,
+    out: &mut Vec<Point>,
+    init: f64,
+    add: impl Fn(f64, f64) -> f64,
+    finish: impl Fn(f64, f64) -> f64,
+) {
+    let mut i = 0;
+    let mut b = i64::MIN;
+    while i < points.len() {
+        let ts = at(&points[i]).0;
         let next = b.saturating_add(width);
-        let mut acc = empty;
+        b = if ts >= next && ts < next.saturating_add(width) {
+            next
+        } else {
+            floor(ts)
+        };
+        let next = b.saturating_add(width);
+        let mut acc = init;
         let mut real = 0u64;
-        while i < hi {
-            let (ts, v) = at(&points[i]);
+        while let Some(p) = points.get(i) {
+            let (ts, v) = at(p);
             if ts >= next {
                 break;
             }
             i += 1;
-            if v.is_nan() {
-                continue;
+            if !v.is_nan() {
+                real += 1;
+                acc = add(acc, v);
             }
-            real += 1;
-            acc = match fold {
-                Fold::Min => acc.min(v),
-                Fold::Max => acc.max(v),
-                Fold::Count => acc,
-                _ => acc + v,
-            };
         }
-        let value = match fold {
-            _ if real == 0 => f64::NAN,
-            Fold::Count => real as f64,
-            Fold::Avg => acc / real as f64,
-            _ => acc,
+        let value = if real == 0 {
+            f64::NAN
+        } else {
+            finish(acc, real as f64)
         };
         out.push((b, Num::Float(value)));
     }
-    true
 }
 
 /// The buckets just outside the emitted range of one series, for the later stages only.
