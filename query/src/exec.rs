@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 use std::str::FromStr;
 
 use chrono_tz::Tz;
+use rayon::prelude::*;
 use roaring::RoaringBitmap;
 use strata_tsdb::{Annotation, Filter, FilterKind, Tsdb, Tsuid, Uid, UidKind, Value};
 
@@ -482,9 +483,9 @@ struct Stage<'a> {
 /// split pays off from a few dozen series-hours per thread.
 const PARALLEL_MIN_SERIES_HOURS: u64 = 64;
 
-/// Reads the series `ids` and runs the per-series stages, split over up to
-/// `QueryLimits::threads` threads (at most one per core) (each reads and processes its share of the ids, in its own
-/// snapshot). Series left out by `explicitTags`, or with no point in the window, are dropped.
+/// Reads the series `ids` and runs the per-series stages, split into up to
+/// `QueryLimits::threads` parts (at most one per core) that rayon's pool runs in parallel, each
+/// reading and processing its share of the ids in its own snapshot. Series left out by `explicitTags`, or with no point in the window, are dropped.
 fn read_and_process(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Processed>> {
     let (ws, we) = stage.window;
     let hours = u64::try_from((we - ws) / 3_600_000).unwrap_or(0).max(1);
@@ -509,22 +510,15 @@ fn read_and_process(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Proces
             part.insert(id);
         }
     }
-    let results: Vec<Result<Vec<Processed>>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = parts
-            .iter()
-            .skip(1)
-            .map(|part| scope.spawn(move || read_chunk(stage, part)))
-            .collect();
-        let first = parts
-            .first()
-            .map_or_else(|| Ok(Vec::new()), |p| read_chunk(stage, p));
-        std::iter::once(first)
-            .chain(handles.into_iter().map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Storage("a query worker panicked".to_owned())))
-            }))
-            .collect()
-    });
+    // rayon's global pool (one thread per core) runs the parts; a panic in one is that part's
+    // error, not the server's.
+    let results: Vec<Result<Vec<Processed>>> = parts
+        .par_iter()
+        .map(|part| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_chunk(stage, part)))
+                .unwrap_or_else(|_| Err(Error::Storage("a query worker panicked".to_owned())))
+        })
+        .collect();
     let mut out = Vec::new();
     for r in results {
         out.extend(r?);

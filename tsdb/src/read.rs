@@ -139,7 +139,7 @@ impl Tsdb {
         rows.sort_by_key(|r| r.id);
         let nrows = rows.len() as u64;
         let mut npoints = 0u64;
-        let mut points: Vec<(i64, Value)> = Vec::new();
+        let mut points = POINT_BUFFER.with(|b| std::mem::take(&mut *b.borrow_mut()));
         for group in rows.chunk_by(|a, b| a.id == b.id) {
             let capacity: usize = group.iter().map(|r| row_len_hint(&r.row.cells)).sum();
             points.clear();
@@ -191,6 +191,10 @@ impl Tsdb {
             points = series.points;
         }
         self.inner.stats.read(nrows, npoints);
+        if points.capacity() <= KEEP_POINT_BUFFER {
+            points.clear();
+            POINT_BUFFER.with(|b| *b.borrow_mut() = points);
+        }
         Ok(())
     }
 
@@ -392,6 +396,18 @@ impl Tsdb {
         }
         Ok(deleted)
     }
+}
+
+/// Points a thread's read buffer may keep between reads (a day of one 10 s series is 8,640).
+const KEEP_POINT_BUFFER: usize = 1 << 16;
+
+thread_local! {
+    /// The point buffer of this thread's last read, kept for its next one: a fresh buffer of a
+    /// few hundred kB per read is fresh memory from the OS each time (the allocator returns
+    /// freed memory within milliseconds), and zeroing its pages cost about 6 % of a 24 h
+    /// query over 200 series.
+    static POINT_BUFFER: std::cell::RefCell<Vec<(i64, Value)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Milliseconds one row covers.
