@@ -11,6 +11,10 @@ use anyhow::Context;
 
 use crate::config::Config;
 
+/// How long the row compactor waits after a closed row was last dirtied before folding it
+/// (`TsdbOptions::rowcompact_settle`).
+const ROWCOMPACT_SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Opens the database in `config.data_dir`, logging how long recovery took. The caller must
 /// hold the directory's [`dir_lock::DirLock`].
 pub(crate) fn open_tsdb(config: &Config) -> anyhow::Result<strata_tsdb::Tsdb> {
@@ -19,6 +23,7 @@ pub(crate) fn open_tsdb(config: &Config) -> anyhow::Result<strata_tsdb::Tsdb> {
     opts.db.sync = config.fsync.parse()?;
     opts.db.memtable_bytes = usize::try_from(config.memtable_mb << 20)?;
     opts.db.block_cache_bytes = usize::try_from(config.cache_mb << 20)?;
+    opts.rowcompact_settle = ROWCOMPACT_SETTLE;
     let tsdb = strata_tsdb::Tsdb::open(&config.data_dir, opts)
         .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
     tracing::info!(

@@ -128,7 +128,8 @@ impl Tsdb {
     /// failures are logged and counted, and leave the row dirty; engine errors are returned.
     pub fn rowcompact(&self, max_rows: usize) -> Result<RowCompactStats> {
         let start = self.inner.rowcompact_cursor.lock().clone();
-        let (stats, next) = self.rowcompact_pass(start.as_deref(), max_rows)?;
+        let settle = self.inner.opts.rowcompact_settle;
+        let (stats, next) = self.rowcompact_pass(start.as_deref(), max_rows, settle)?;
         *self.inner.rowcompact_cursor.lock() = next;
         Ok(stats)
     }
@@ -141,7 +142,8 @@ impl Tsdb {
             let mut round = RowCompactStats::default();
             let mut cursor: Option<Vec<u8>> = None;
             loop {
-                let (s, next) = self.rowcompact_pass(cursor.as_deref(), PASS_ROWS)?;
+                let (s, next) =
+                    self.rowcompact_pass(cursor.as_deref(), PASS_ROWS, Duration::ZERO)?;
                 round.add(&s);
                 match next {
                     Some(n) => cursor = Some(n),
@@ -178,10 +180,12 @@ impl Tsdb {
         &self,
         start_after: Option<&[u8]>,
         max_rows: usize,
+        settle: Duration,
     ) -> Result<(RowCompactStats, Option<Vec<u8>>)> {
         let inner = &*self.inner;
         let now_ms = inner.opts.clock.now_ms();
         let grace_ms = u64::try_from(inner.opts.rowcompact_grace.as_millis()).unwrap_or(u64::MAX);
+        let settle_ms = u64::try_from(settle.as_millis()).unwrap_or(u64::MAX);
         let mut opts = ScanOptions::prefix(&[meta::DIRTY_PREFIX]);
         if let Some(k) = start_after {
             let mut s = k.to_vec();
@@ -214,6 +218,16 @@ impl Tsdb {
                 .iter()
                 .find(|c| c.column.as_ref() == meta::DIRTY_COLUMN)
                 .map(|c| c.value.clone());
+            // A closed row that was dirtied moments ago is most likely still being filled (a
+            // backfill writes an hour's points within a second or so): folding it now would
+            // only mean folding it again, with its earlier block, when its last points land.
+            let dirtied_ms = marker
+                .as_deref()
+                .and_then(|m| <[u8; 8]>::try_from(m).ok())
+                .map_or(0, u64::from_be_bytes);
+            if settle_ms > 0 && dirtied_ms.saturating_add(settle_ms) > now_ms {
+                continue;
+            }
             candidates.push(Candidate {
                 marker_key: row.key,
                 marker,

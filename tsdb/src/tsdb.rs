@@ -95,6 +95,11 @@ pub struct TsdbOptions {
     /// How long after its hour closes a row waits before the row compactor folds it: a row of
     /// hour `base_time` is compacted once `base_time + 3600 s + grace <= now` (default 10 min).
     pub rowcompact_grace: Duration,
+    /// How long the background row compactor leaves a closed row alone after it was last
+    /// dirtied (its marker's time), so that a backfill's rows are folded once, when full,
+    /// rather than again with every few points; [`Tsdb::rowcompact_all`] ignores it (default 0;
+    /// the server uses 5 s).
+    pub rowcompact_settle: Duration,
     /// Fold each row's raw cells into one block when the engine flushes a memtable
     /// (`fold.rs`; default true). Off, every point reaches the engine's files as its own cell
     /// until the row compactor folds its hour.
@@ -118,6 +123,7 @@ impl Default for TsdbOptions {
             // Late points usually arrive within minutes; folding a row sooner would only make
             // the next late point dirty it again.
             rowcompact_grace: Duration::from_secs(600),
+            rowcompact_settle: Duration::ZERO,
             fold_on_flush: true,
         }
     }

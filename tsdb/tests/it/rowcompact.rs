@@ -373,3 +373,50 @@ fn a_corrupt_block_is_an_error_not_a_panic() -> TestResult {
     assert!(db.read("m", &[], HOUR0, HOUR0 + HOUR)?.is_empty());
     Ok(())
 }
+
+/// The background compactor leaves a closed row alone until `rowcompact_settle` has passed
+/// since it was dirtied; `rowcompact_all` does not wait.
+#[test]
+fn rows_dirtied_moments_ago_wait_for_the_settle_time() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let now = (HOUR0 + 5 * HOUR) as u64;
+    let clock = Arc::new(ManualClock::new(now));
+    let opts = |clock: &Arc<ManualClock>| TsdbOptions {
+        clock: clock.clone(),
+        rowcompact_settle: std::time::Duration::from_secs(5),
+        ..TsdbOptions::default()
+    };
+    let db = Tsdb::open(dir.path(), opts(&clock))?;
+    let write_hour = |db: &Tsdb, hour: i64| -> TestResult {
+        let tags = [("host", "a")];
+        let points: Vec<PointRef<'_>> = (0..10)
+            .map(|i| PointRef {
+                metric: "m",
+                tags: &tags,
+                timestamp: HOUR0 + hour * HOUR + i * 1000,
+                value: Value::Int(i),
+            })
+            .collect();
+        for r in db.write(&points) {
+            r?;
+        }
+        Ok(())
+    };
+    // Two closed hours, dirtied now.
+    write_hour(&db, 0)?;
+    write_hour(&db, 1)?;
+    assert_eq!(db.rowcompact(100)?.rows_examined, 0, "dirtied just now");
+    clock.set_ms(now + 4_999);
+    assert_eq!(db.rowcompact(100)?.rows_examined, 0, "not settled yet");
+    clock.set_ms(now + 5_000);
+    let s = db.rowcompact(100)?;
+    assert_eq!((s.rows_examined, s.rows_compacted), (2, 2), "{s:?}");
+    // A late point dirties hour 0 again; rowcompact_all folds it at once.
+    write_hour(&db, 0)?;
+    assert_eq!(db.rowcompact(100)?.rows_examined, 0);
+    assert_eq!(db.rowcompact_all()?.rows_compacted, 1);
+    let got = db.read("m", &[], HOUR0, HOUR0 + 2 * HOUR - 1)?;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].points.len(), 20);
+    Ok(())
+}
