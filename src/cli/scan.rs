@@ -214,7 +214,15 @@ fn write_row(
     let base_ms = i64::from(key.base_time) * 1000;
     for cell in cells {
         if cell.column.is_empty() {
-            write_block(out, base_ms, &cell.value)?;
+            write_block(out, "block", base_ms, &cell.value)?;
+            continue;
+        }
+        // A flush's partial block: 0xFF and the engine sequence number (tsdb/FORMAT.md).
+        if let [0xFF, seq @ ..] = &cell.column[..]
+            && let Ok(seq) = <[u8; 8]>::try_from(seq)
+        {
+            let label = format!("partial block (flush seq {})", u64::from_be_bytes(seq));
+            write_block(out, &label, base_ms, &cell.value)?;
             continue;
         }
         match decode_raw_cell(&cell.column, &cell.value) {
@@ -235,16 +243,25 @@ fn write_row(
     Ok(())
 }
 
-fn write_block(out: &mut impl Write, base_ms: i64, bytes: &[u8]) -> anyhow::Result<()> {
+fn write_block(
+    out: &mut impl Write,
+    label: &str,
+    base_ms: i64,
+    bytes: &[u8],
+) -> anyhow::Result<()> {
     let mut points = Vec::new();
     if let Err(e) = decode_block(bytes, &mut points) {
-        writeln!(out, "  block of {} bytes does not decode: {e}", bytes.len())?;
+        writeln!(
+            out,
+            "  {label} of {} bytes does not decode: {e}",
+            bytes.len()
+        )?;
         return Ok(());
     }
     let version = bytes.first().copied().unwrap_or_default();
     writeln!(
         out,
-        "  block v{version}, {} points, {} bytes ({:.2} B/point)",
+        "  {label} v{version}, {} points, {} bytes ({:.2} B/point)",
         points.len(),
         bytes.len(),
         bytes.len() as f64 / points.len().max(1) as f64
@@ -410,6 +427,14 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("+1.000s     raw   int    2"), "{text}");
+        // A flush folds the raw cells into a partial block.
+        tsdb.engine().flush()?;
+        let mut out = Vec::new();
+        scan(&tsdb, &args(None, None), &mut out)?;
+        let text = String::from_utf8(out)?;
+        assert!(text.contains("partial block (flush seq "), "{text}");
+        assert!(text.contains("2 points"), "{text}");
+        assert!(text.contains("+1.000s     block int    2"), "{text}");
         // Other metrics and later hours select nothing.
         assert_eq!(scan(&tsdb, &args(Some("nope"), None), &mut Vec::new())?, 0);
         assert_eq!(
