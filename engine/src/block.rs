@@ -125,6 +125,16 @@ impl BlockBuilder {
         self.entries = 0;
         out
     }
+
+    /// Takes back a finished block's buffer, emptied, for the next block: otherwise every
+    /// block grows its buffer from nothing, through a dozen reallocations onto fresh memory
+    /// (about 1.4 % of the server's CPU in the devops ingest, mostly the kernel zeroing pages).
+    pub(crate) fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.buf.is_empty() && buf.capacity() > self.buf.capacity() {
+            buf.clear();
+            self.buf = buf;
+        }
+    }
 }
 
 /// A decoded (uncompressed) block, cheap to clone.

@@ -112,6 +112,7 @@ impl SstBuilder {
         }
         let raw = self.block.finish();
         let handle = self.write_block(&raw, self.compression)?;
+        self.block.recycle(raw);
         let last_key = self.last_key.clone().ok_or_else(|| {
             Error::InvalidArgument(format!("SST {}: flushing a block without a key", self.name))
         })?;
