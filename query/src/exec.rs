@@ -11,7 +11,6 @@ use std::collections::BTreeSet;
 use std::str::FromStr;
 
 use chrono_tz::Tz;
-use rayon::prelude::*;
 use roaring::RoaringBitmap;
 use strata_tsdb::{Annotation, Filter, FilterKind, Tsdb, Tsuid, Uid, UidKind, Value};
 
@@ -510,15 +509,27 @@ fn read_and_process(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Proces
             part.insert(id);
         }
     }
-    // rayon's global pool (one thread per core) runs the parts; a panic in one is that part's
-    // error, not the server's.
-    let results: Vec<Result<Vec<Processed>>> = parts
-        .par_iter()
-        .map(|part| {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_chunk(stage, part)))
-                .unwrap_or_else(|_| Err(Error::Storage("a query worker panicked".to_owned())))
-        })
-        .collect();
+    // The calling thread reads the first part while rayon's pool (one thread per core) reads
+    // the others, so a two-way split wakes one pool thread, not two while the caller waits.
+    // A panic in a part is that part's error, not the server's.
+    let run = |part: &RoaringBitmap| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_chunk(stage, part)))
+            .unwrap_or_else(|_| Err(Error::Storage("a query worker panicked".to_owned())))
+    };
+    let Some((first, rest)) = parts.split_first() else {
+        return Ok(Vec::new());
+    };
+    let mut results: Vec<Option<Result<Vec<Processed>>>> = (0..parts.len()).map(|_| None).collect();
+    let (first_slot, rest_slots) = results.split_at_mut(1);
+    rayon::in_place_scope(|scope| {
+        for (part, slot) in rest.iter().zip(rest_slots.iter_mut()) {
+            scope.spawn(move |_| *slot = Some(run(part)));
+        }
+        first_slot[0] = Some(run(first));
+    });
+    let results = results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(Error::Storage("a query part did not run".to_owned()))));
     let mut out = Vec::new();
     for r in results {
         out.extend(r?);
