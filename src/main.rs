@@ -26,8 +26,9 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// How long mimalloc keeps freed memory before returning it to the OS, in milliseconds
 /// (mimalloc's default is 1000). Memtables, their row vectors and flush buffers are freed in
 /// bulk every few seconds; kept for a second, they held the 24 h devops ingest's peak RSS at
-/// 485-514 MB where the live heap peaked near 100 MB. At 10 ms the peak was 241-295 MB, for
-/// about the same CPU (37.8-41.2 against 39.4 s).
+/// 485-514 MB where the live heap peaked near 100 MB. At 10 ms the peak was 345-350 MB with the
+/// same 64 MiB memtables and 256 MiB cache (241-295 MB with 16-32 MiB memtables and a 64 MiB
+/// cache), for about the same CPU (37.8-41.7 against 39.4 s).
 const PURGE_DELAY_MS: std::ffi::c_long = 10;
 
 /// Sets the allocator's options; before any thread is started.

@@ -511,54 +511,53 @@ impl Db {
     }
 }
 
-/// Starts the thread that flushes frozen memtables while the database is open.
+/// Starts the thread that flushes frozen memtables while the database is open, waking the
+/// compaction thread after each flush.
 fn spawn_flusher(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
-    std::thread::Builder::new()
-        .name("strata-flush".into())
-        .spawn(move || {
-            loop {
-                signal.wait();
-                let Some(inner) = db.upgrade() else { break };
-                let mut failed = false;
-                loop {
-                    match inner.flush_oldest() {
-                        Ok(true) => inner.compact_signal.wake(),
-                        Ok(false) => break,
-                        Err(e) => {
-                            tracing::error!(error = %e, "memtable flush failed; retrying");
-                            failed = true;
-                            break;
-                        }
-                    }
-                }
-                drop(inner);
-                if failed {
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-            }
-        })
-        .map_err(|e| Error::io("spawning the flush thread", e))?;
-    Ok(())
+    spawn_worker("strata-flush", "memtable flush", db, signal, |inner| {
+        while inner.flush_oldest()? {
+            inner.compact_signal.wake();
+        }
+        Ok(())
+    })
 }
 
 /// Starts the thread that runs due compactions while the database is open, apart from the
 /// flush thread: a compaction of a large level takes seconds, and flushes must go on meanwhile.
 fn spawn_compactor(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
+    spawn_worker(
+        "strata-compact",
+        "compaction",
+        db,
+        signal,
+        Inner::compact_due,
+    )
+}
+
+/// Starts thread `name`, which runs `work` whenever `signal` wakes it (and every 100 ms) until
+/// the database is dropped. After a failure it logs it as `what` and waits a second.
+fn spawn_worker(
+    name: &str,
+    what: &'static str,
+    db: Weak<Inner>,
+    signal: Arc<Signal>,
+    work: impl Fn(&Inner) -> Result<()> + Send + 'static,
+) -> Result<()> {
     std::thread::Builder::new()
-        .name("strata-compact".into())
+        .name(name.into())
         .spawn(move || {
             loop {
                 signal.wait();
                 let Some(inner) = db.upgrade() else { break };
-                let result = inner.compact_due();
+                let result = work(&inner);
                 drop(inner);
                 if let Err(e) = result {
-                    tracing::error!(error = %e, "compaction failed; retrying");
+                    tracing::error!(error = %e, "{what} failed; retrying");
                     std::thread::sleep(Duration::from_secs(1));
                 }
             }
         })
-        .map_err(|e| Error::io("spawning the compaction thread", e))?;
+        .map_err(|e| Error::io(format!("spawning thread {name}"), e))?;
     Ok(())
 }
 

@@ -97,7 +97,7 @@ impl MemEntry {
                         .cmp(&u32::from_be_bytes(column_head(column)))
                         .then((self.column_len as usize).cmp(&column.len()))
                 } else {
-                    cmp_short(self.column(arena), column)
+                    self.column(arena).cmp(column)
                 }
             })
             .then_with(|| seq.cmp(&self.seq))
@@ -123,23 +123,6 @@ impl MemEntry {
             write_ms: self.write_ms,
             value: arena.shared(self.at, self.column_len, self.value_len),
         }
-    }
-}
-
-/// `a.cmp(b)` for byte strings, without a `memcmp` call when both fit in 8 bytes (a
-/// time-series column is 3): each is loaded big-endian into a `u64`, zero-padded, and a tie
-/// goes to the shorter, which is exactly lexicographic order.
-#[inline]
-fn cmp_short(a: &[u8], b: &[u8]) -> CmpOrdering {
-    if a.len() <= 8 && b.len() <= 8 {
-        let load = |s: &[u8]| {
-            let mut w = [0u8; 8];
-            w[..s.len()].copy_from_slice(s);
-            u64::from_be_bytes(w)
-        };
-        load(a).cmp(&load(b)).then(a.len().cmp(&b.len()))
-    } else {
-        a.cmp(b)
     }
 }
 
@@ -573,15 +556,6 @@ mod tests {
             sorted.sort();
             prop_assert_eq!(keys.len(), cols.len());
             prop_assert_eq!(keys, sorted);
-        }
-
-        #[test]
-        fn cmp_short_is_lexicographic(
-            a in proptest::collection::vec(any::<u8>(), 0..12),
-            b in proptest::collection::vec(any::<u8>(), 0..12),
-        ) {
-            prop_assert_eq!(cmp_short(&a, &b), a.cmp(&b));
-            prop_assert_eq!(cmp_short(&a, &a), CmpOrdering::Equal);
         }
     }
 

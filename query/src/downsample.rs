@@ -624,8 +624,7 @@ pub(crate) fn downsample_fixed_folding<T>(
         return true;
     }
     let width = width.max(1);
-    let floor = |ts: i64| ts.saturating_sub(ts.rem_euclid(width));
-    let mut first = floor(start);
+    let mut first = Buckets::Fixed(width).floor(start);
     if first < start {
         first = first.saturating_add(width);
     }
@@ -633,30 +632,13 @@ pub(crate) fn downsample_fixed_folding<T>(
     let hi = points.partition_point(|p| at(p).0 <= end);
     let points = points.get(lo..hi).unwrap_or_default();
     // One loop per fold, so each inner loop is a plain accumulation.
+    let (p, w) = (points, width);
     match fold {
-        Fold::Sum => fold_buckets(
-            points,
-            &at,
-            width,
-            &floor,
-            out,
-            empty,
-            |a, v| a + v,
-            |a, _| a,
-        ),
-        Fold::Min => fold_buckets(points, &at, width, &floor, out, empty, f64::min, |a, _| a),
-        Fold::Max => fold_buckets(points, &at, width, &floor, out, empty, f64::max, |a, _| a),
-        Fold::Count => fold_buckets(points, &at, width, &floor, out, empty, |a, _| a, |_, n| n),
-        _ => fold_buckets(
-            points,
-            &at,
-            width,
-            &floor,
-            out,
-            empty,
-            |a, v| a + v,
-            |a, n| a / n,
-        ),
+        Fold::Sum => fold_buckets(p, &at, w, out, empty, |a, v| a + v, |a, _| a),
+        Fold::Min => fold_buckets(p, &at, w, out, empty, f64::min, |a, _| a),
+        Fold::Max => fold_buckets(p, &at, w, out, empty, f64::max, |a, _| a),
+        Fold::Count => fold_buckets(p, &at, w, out, empty, |a, _| a, |_, n| n),
+        _ => fold_buckets(p, &at, w, out, empty, |a, v| a + v, |a, n| a / n),
     }
     true
 }
@@ -665,16 +647,11 @@ pub(crate) fn downsample_fixed_folding<T>(
 /// folded with `add` from `init`, then `finish(acc, count)`; NaN for a bucket of only NaNs.
 /// The next point usually falls in the next bucket, so the bucket start is only recomputed
 /// (a division) when it does not.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one generic helper for the folds above"
-)]
 #[inline(always)]
 fn fold_buckets<T>(
     points: &[T],
     at: &impl Fn(&T) -> (i64, f64),
     width: i64,
-    floor: &impl Fn(i64) -> i64,
     out: &mut Vec<Point>,
     init: f64,
     add: impl Fn(f64, f64) -> f64,
@@ -688,7 +665,7 @@ fn fold_buckets<T>(
         b = if ts >= next && ts < next.saturating_add(width) {
             next
         } else {
-            floor(ts)
+            Buckets::Fixed(width).floor(ts)
         };
         let next = b.saturating_add(width);
         let mut acc = init;

@@ -483,8 +483,9 @@ struct Stage<'a> {
 const PARALLEL_MIN_SERIES_HOURS: u64 = 64;
 
 /// Reads the series `ids` and runs the per-series stages, split into up to
-/// `QueryLimits::threads` parts (at most one per core) that rayon's pool runs in parallel, each
-/// reading and processing its share of the ids in its own snapshot. Series left out by `explicitTags`, or with no point in the window, are dropped.
+/// `QueryLimits::threads` parts (at most one per core) that run in parallel, each reading and
+/// processing its share of the ids in its own snapshot. Series left out by `explicitTags`, or
+/// with no point in the window, are dropped.
 fn read_and_process(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Processed>> {
     let (ws, we) = stage.window;
     let hours = u64::try_from((we - ws) / 3_600_000).unwrap_or(0).max(1);
@@ -516,20 +517,18 @@ fn read_and_process(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Proces
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_chunk(stage, part)))
             .unwrap_or_else(|_| Err(Error::Storage("a query worker panicked".to_owned())))
     };
-    let Some((first, rest)) = parts.split_first() else {
+    let mut results: Vec<Result<Vec<Processed>>> = parts.iter().map(|_| Ok(Vec::new())).collect();
+    let (Some((first, rest)), Some((first_slot, rest_slots))) =
+        (parts.split_first(), results.split_first_mut())
+    else {
         return Ok(Vec::new());
     };
-    let mut results: Vec<Option<Result<Vec<Processed>>>> = (0..parts.len()).map(|_| None).collect();
-    let (first_slot, rest_slots) = results.split_at_mut(1);
     rayon::in_place_scope(|scope| {
-        for (part, slot) in rest.iter().zip(rest_slots.iter_mut()) {
-            scope.spawn(move |_| *slot = Some(run(part)));
+        for (part, slot) in rest.iter().zip(rest_slots) {
+            scope.spawn(move |_| *slot = run(part));
         }
-        first_slot[0] = Some(run(first));
+        *first_slot = run(first);
     });
-    let results = results
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(Error::Storage("a query part did not run".to_owned()))));
     let mut out = Vec::new();
     for r in results {
         out.extend(r?);
