@@ -18,6 +18,10 @@ use strata_benches::{BASE_TS_MS, DEFAULT_SEED, Shape, series};
 use strata_query::{QueryLimits, QueryMethod, handle_query_method};
 use strata_tsdb::{PointRef, Tsdb, TsdbOptions};
 
+/// The server's allocator (`src/main.rs`), so that queries are measured as they run there.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Start of the data set: 2024-01-01T00:00:00Z, the start `queries.py` uses.
 const START_S: i64 = 1_704_067_200;
 /// Sample interval.
@@ -256,6 +260,7 @@ fn shape(body: &[u8]) -> (usize, usize) {
 }
 
 fn bench_devops(c: &mut Criterion) {
+    strata_benches::configure_allocator();
     let p = Params::from_env();
     let tsdb = match open(&p) {
         Ok(t) => t,

@@ -10,20 +10,9 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use strata_benches::{DEFAULT_SEED, devops};
 use strata_tsdb::{Point, PointRef, Tsdb, TsdbOptions};
 
-/// The server's allocator (`src/main.rs`), so that the write path is measured as it runs there:
-/// with glibc's malloc, `malloc` and `free` were 45 % of this benchmark's profile.
+/// The server's allocator (`src/main.rs`), so that the write path is measured as it runs there.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// The server's purge delay (`src/main.rs`: `mi_option_purge_delay`, 10 ms).
-#[allow(
-    unsafe_code,
-    reason = "mi_option_set is a C function that stores an integer option"
-)]
-fn configure_allocator() {
-    // SAFETY: stores an integer in mimalloc's option table; valid at any time.
-    unsafe { libmimalloc_sys::mi_option_set(libmimalloc_sys::mi_option_use_numa_nodes - 1, 10) };
-}
 
 /// Points per `write` call: about what one 64 KiB telnet read carries.
 const BATCH: usize = 600;
@@ -48,7 +37,7 @@ fn write_all(db: &Tsdb, points: &[Point]) {
 }
 
 fn bench_write(c: &mut Criterion) {
-    configure_allocator();
+    strata_benches::configure_allocator();
     let hosts = 200;
     let mut group = c.benchmark_group("tsdb/write");
     group.throughput(Throughput::Elements(

@@ -210,8 +210,9 @@ fn attach_annotations(
     } else {
         Vec::new()
     };
+    let per_series = !q.no_annotations && tsdb.has_annotations();
     for r in out.iter_mut() {
-        if !q.no_annotations {
+        if per_series {
             for tsuid in &r.tsuids {
                 r.annotations.extend(
                     tsdb.annotations(Some(tsuid), plan.start_ms, plan.end_ms)
@@ -375,14 +376,37 @@ fn run_sub(
     }
     // OpenTSDB orders `none` results (and members within a group) by TSUID bytes.
     series.sort_by(|a, b| a.tsuid.cmp(&b.tsuid));
-    let mut processed: Vec<Vec<Point>> = series
+    let nan_as_null = sp.downsample.is_some_and(|d| d.fill == FillPolicy::Null);
+    let in_range = |(t, _): &Point| (plan.start_ms..=plan.end_ms).contains(t);
+    if sp.aggregator == Aggregator::None {
+        // One group per series: its tags are the series' own, and nothing is aggregated, so
+        // the series' names move into the result as they are.
+        for s in series {
+            deadline.check()?;
+            let mut points = s.points;
+            double_before_doubles(&mut points);
+            points.retain(in_range);
+            out.push(ResultGroup {
+                query_index: sub.index,
+                metric: s.metric,
+                tags: s.tags.into_iter().collect(),
+                aggregate_tags: Vec::new(),
+                tsuids: vec![s.tsuid.to_hex()],
+                points,
+                nan_as_null,
+                raw_points: s.raw_points,
+                annotations: Vec::new(),
+                global_annotations: Vec::new(),
+            });
+        }
+        return Ok(());
+    }
+    let processed: Vec<Vec<Point>> = series
         .iter_mut()
         .map(|s| std::mem::take(&mut s.points))
         .collect();
     let tags: Vec<TagMap> = series.iter().map(|s| tag_map(&s.tags)).collect();
-    let groups: Vec<Vec<usize>> = if sp.aggregator == Aggregator::None {
-        (0..series.len()).map(|i| vec![i]).collect()
-    } else {
+    let groups: Vec<Vec<usize>> = {
         let mut keys: Vec<&str> = Vec::new();
         for f in filters.iter().filter(|f| f.group_by()) {
             if !keys.contains(&f.tagk()) {
@@ -401,22 +425,11 @@ fn run_sub(
         });
         groups.into_iter().map(|g| g.members).collect()
     };
-    let nan_as_null = sp.downsample.is_some_and(|d| d.fill == FillPolicy::Null);
     for members in groups {
         deadline.check()?;
-        let mut points = if sp.aggregator == Aggregator::None {
-            let mut points = members
-                .first()
-                .and_then(|i| processed.get_mut(*i))
-                .map(std::mem::take)
-                .unwrap_or_default();
-            double_before_doubles(&mut points);
-            points
-        } else {
-            let refs: Vec<&[Point]> = members.iter().map(|i| processed[*i].as_slice()).collect();
-            aggregate(&refs, sp.aggregator, sub.rate)
-        };
-        points.retain(|(t, _)| (plan.start_ms..=plan.end_ms).contains(t));
+        let refs: Vec<&[Point]> = members.iter().map(|i| processed[*i].as_slice()).collect();
+        let mut points = aggregate(&refs, sp.aggregator, sub.rate);
+        points.retain(in_range);
         let gt = group_tags(members.iter().map(|i| &tags[*i]));
         let mut aggregate_tags = gt.aggregate_tags;
         aggregate_tags.sort_by_cached_key(|k| uid_key(tsdb, UidKind::Tagk, k));

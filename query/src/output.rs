@@ -18,8 +18,42 @@ use crate::model::{SubQuery, TsQuery};
 use crate::num::{Num, Point};
 
 fn push_str(out: &mut String, s: &str) {
-    // Serializing a &str cannot fail.
-    out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned()));
+    // What serde_json escapes: quotes, backslashes and control characters. Names rarely have
+    // any, so most strings are copied as they are.
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        // Serializing a &str cannot fail.
+        out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned()));
+    }
+}
+
+/// A JSON object of string pairs, as serde_json writes a map.
+fn push_str_map<'a>(out: &mut String, pairs: impl IntoIterator<Item = (&'a String, &'a String)>) {
+    out.push('{');
+    for (n, (k, v)) in pairs.into_iter().enumerate() {
+        if n > 0 {
+            out.push(',');
+        }
+        push_str(out, k);
+        out.push(':');
+        push_str(out, v);
+    }
+    out.push('}');
+}
+
+/// A JSON array of strings.
+fn push_str_list(out: &mut String, list: &[String]) {
+    out.push('[');
+    for (n, s) in list.iter().enumerate() {
+        if n > 0 {
+            out.push(',');
+        }
+        push_str(out, s);
+    }
+    out.push(']');
 }
 
 fn push_value(out: &mut String, v: Num, nan_as_null: bool) {
@@ -138,9 +172,9 @@ pub fn render(q: &TsQuery, results: &[ResultGroup]) -> Vec<u8> {
         out.push_str("{\"metric\":");
         push_str(&mut out, &r.metric);
         out.push_str(",\"tags\":");
-        out.push_str(&serde_json::to_string(&r.tags).unwrap_or_else(|_| "{}".to_owned()));
+        push_str_map(&mut out, &r.tags);
         out.push_str(",\"aggregateTags\":");
-        out.push_str(&serde_json::to_string(&r.aggregate_tags).unwrap_or_else(|_| "[]".to_owned()));
+        push_str_list(&mut out, &r.aggregate_tags);
         if q.show_query
             && let Some(sub) = q.queries.get(r.query_index)
         {
@@ -151,7 +185,7 @@ pub fn render(q: &TsQuery, results: &[ResultGroup]) -> Vec<u8> {
         }
         if q.show_tsuids {
             out.push_str(",\"tsuids\":");
-            out.push_str(&serde_json::to_string(&r.tsuids).unwrap_or_else(|_| "[]".to_owned()));
+            push_str_list(&mut out, &r.tsuids);
         }
         if !r.annotations.is_empty() {
             out.push_str(",\"annotations\":");
@@ -232,6 +266,24 @@ pub fn error_body(e: &Error) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Strings, tag maps and lists are written exactly as serde_json writes them, quotes,
+        /// backslashes, control characters and non-ASCII included.
+        #[test]
+        fn strings_are_written_as_serde_json_writes_them(
+            pairs in proptest::collection::btree_map("[a-z\"\\\\\u{0}-\u{1f}\u{7f}é/ ]{0,6}", ".{0,6}", 0..4),
+        ) {
+            let mut out = String::new();
+            push_str_map(&mut out, &pairs);
+            prop_assert_eq!(&out, &serde_json::to_string(&pairs).unwrap());
+            let list: Vec<String> = pairs.keys().cloned().collect();
+            out.clear();
+            push_str_list(&mut out, &list);
+            prop_assert_eq!(&out, &serde_json::to_string(&list).unwrap());
+        }
+    }
 
     #[test]
     fn values_and_seconds() {

@@ -224,6 +224,12 @@ fn tsuid_of_key(key: &[u8]) -> Result<Option<String>> {
 }
 
 impl Tsdb {
+    /// Whether an annotation was ever stored (the table exists); a query skips its per-series
+    /// annotation lookups when not.
+    pub fn has_annotations(&self) -> bool {
+        self.engine().table(ANNOTATION_TABLE).is_some()
+    }
+
     fn annotation_table(&self, create: bool) -> Result<Option<Table>> {
         let db = self.engine();
         match db.table(ANNOTATION_TABLE) {

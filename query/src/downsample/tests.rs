@@ -346,18 +346,21 @@ mod prop {
 
     proptest! {
         /// The folding fast path gives what the generic path gives, bit for bit, for every
-        /// function it takes (and takes none it should not), NaNs and negative times included.
+        /// function it takes (and takes none it should not), fixed intervals and `all`, NaNs and
+        /// negative times included.
         #[test]
         fn fixed_folding_fast_path_matches_the_generic_path(
             points in proptest::collection::btree_map(-200_000i64..600_000, -1000i64..1000, 0..80),
             nan_every in 0usize..5,
             width in 1i64..120_000,
+            all in 0usize..3,
             start in -100_000i64..100_000,
             len in -1000i64..700_000,
-            function in 0usize..8,
+            function in 0usize..9,
             fill in 0usize..2,
         ) {
-            let name = ["sum", "zimsum", "min", "mimmax", "count", "avg", "p50", "first"][function];
+            let name =
+                ["sum", "zimsum", "min", "mimmax", "count", "avg", "p50", "first", "last"][function];
             let pts: Vec<(i64, f64)> = points
                 .iter()
                 .enumerate()
@@ -366,15 +369,21 @@ mod prop {
                     (T + t, v)
                 })
                 .collect();
+            // One case in three downsamples to `all`.
+            let all = all == 0;
             let spec = DownsampleSpec {
-                interval: Interval::Fixed(width),
+                interval: if all { Interval::All } else { Interval::Fixed(width) },
                 function: Aggregator::from_name(name).unwrap(),
                 fill: [FillPolicy::None, FillPolicy::Zero][fill],
             };
             let range = (T + start, T + start + len);
             let mut fast = Vec::new();
             let handled = downsample_fixed_folding(&pts, |p| *p, &spec, range, &mut fast);
-            let simple = !matches!(name, "p50" | "first") && fill == 0;
+            let simple = if all {
+                name != "p50"
+            } else {
+                !matches!(name, "p50" | "first" | "last") && fill == 0
+            };
             prop_assert_eq!(handled, simple);
             if handled {
                 let mut slow = Vec::new();
