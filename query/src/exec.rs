@@ -511,18 +511,8 @@ fn read_and_process(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Proces
     if threads < 2 || ids.len().saturating_mul(hours) < PARALLEL_MIN_SERIES_HOURS {
         return read_chunk(stage, ids);
     }
-    let per = ids.len().div_ceil(threads as u64);
-    let mut parts: Vec<RoaringBitmap> = Vec::with_capacity(threads);
-    for (n, id) in ids.iter().enumerate() {
-        if (n as u64).is_multiple_of(per) {
-            let mut part = ids.clone();
-            part.clear();
-            parts.push(part);
-        }
-        if let Some(part) = parts.last_mut() {
-            part.insert(id);
-        }
-    }
+    // Split by salt bucket, so that scans do not read each other's rows.
+    let parts = stage.tsdb.split_for_read(ids, threads);
     // The calling thread reads the first part while rayon's pool (one thread per core) reads
     // the others, so a two-way split wakes one pool thread, not two while the caller waits.
     // A panic in a part is that part's error, not the server's.

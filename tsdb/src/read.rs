@@ -5,10 +5,11 @@
 //! filter that keeps only the wanted series (many series). Both go through one engine snapshot
 //! and `cell::decode_row`.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use roaring::RoaringBitmap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use strata_engine::{Cell, Row, ScanOptions, Snapshot, WriteBatch};
 
 use crate::block::{block_len, decode_block, encode_block};
@@ -107,6 +108,33 @@ impl Tsdb {
             Ok::<(), Error>(())
         })?;
         Ok(result)
+    }
+
+    /// Splits `ids` into at most `parts` non-empty sets to read in parallel. A salt bucket's
+    /// series stay in one set, so that when the reads scan, each bucket is scanned by one read
+    /// only; buckets go to the set with the fewest series so far, largest first. Ids the index
+    /// does not know go with bucket 0.
+    pub fn split_for_read(&self, ids: &RoaringBitmap, parts: usize) -> Vec<RoaringBitmap> {
+        let buckets = usize::from(self.inner.buckets).max(1);
+        let mut by_salt = vec![RoaringBitmap::new(); buckets];
+        {
+            let index = self.inner.index.read();
+            for id in ids {
+                let salt = index.series.get(id as usize).map_or(0, |s| s.salt);
+                if let Some(b) = by_salt.get_mut(usize::from(salt)) {
+                    b.push(id);
+                }
+            }
+        }
+        by_salt.sort_by_key(|b| std::cmp::Reverse(b.len()));
+        let mut out = vec![RoaringBitmap::new(); parts.max(1)];
+        for b in by_salt.into_iter().filter(|b| !b.is_empty()) {
+            if let Some(lightest) = out.iter_mut().min_by_key(|p| p.len()) {
+                *lightest |= b;
+            }
+        }
+        out.retain(|p| !p.is_empty());
+        out
     }
 
     /// As [`Tsdb::read_series`], handing each series to `f` as soon as it is decoded instead of
@@ -213,7 +241,7 @@ impl Tsdb {
         let first = hour_of(start_ms.max(0));
         let last = hour_of(end_ms);
         let hours = u64::from((last - first) / ROW_SPAN_SECS) + 1;
-        // Group the wanted series by metric, and remember each metric's series count.
+        // Group the wanted series by metric, and count each metric's series per salt bucket.
         let mut by_metric: BTreeMap<Uid, MetricSeries> = BTreeMap::new();
         {
             let index = self.inner.index.read();
@@ -258,18 +286,43 @@ impl Tsdb {
                     }
                 }
             } else {
-                let wanted_tags: HashSet<Box<[u8]>> = series
+                // The metric's series per salt bucket, all and wanted. A scan reads every row of
+                // the metric in its buckets anyway, so counting them costs no more.
+                let buckets = usize::from(self.inner.buckets);
+                let (mut per_salt, mut wanted_per_salt) =
+                    (vec![0u32; buckets], vec![0u32; buckets]);
+                {
+                    let index = self.inner.index.read();
+                    for other in index.by_metric.get(&metric).into_iter().flatten() {
+                        if let Some(o) = index.series.get(other as usize)
+                            && let Some(n) = per_salt.get_mut(usize::from(o.salt))
+                        {
+                            *n += 1;
+                        }
+                    }
+                }
+                for (_, _, salt) in &series {
+                    if let Some(n) = wanted_per_salt.get_mut(usize::from(*salt)) {
+                        *n += 1;
+                    }
+                }
+                let wanted_tags: FxHashSet<Box<[u8]>> = series
                     .iter()
                     .map(|(_, t, _)| t.tag_bytes().into())
                     .collect();
-                let id_of: std::collections::HashMap<Tsuid, u32> =
-                    series.iter().map(|(id, t, _)| (t.clone(), *id)).collect();
-                let filter_all = wanted == total;
+                let id_of: FxHashMap<&Tsuid, u32> =
+                    series.iter().map(|(id, t, _)| (t, *id)).collect();
                 let wanted_tags = Arc::new(wanted_tags);
+                // Only the buckets that hold a wanted series are scanned, and a bucket whose
+                // series are all wanted needs no row filter.
                 for salt in 0..self.inner.buckets {
+                    let want = wanted_per_salt.get(usize::from(salt)).copied().unwrap_or(0);
+                    if want == 0 {
+                        continue;
+                    }
                     let (start, stop) = scan_range(salt, metric, first, last);
                     let mut opts = ScanOptions::range(&start, &stop);
-                    if !filter_all {
+                    if per_salt.get(usize::from(salt)).is_none_or(|&n| want < n) {
                         let w = wanted_tags.clone();
                         opts.row_filter = Some(Arc::new(move |k: &[u8]| {
                             k.len() > ROWKEY_HEAD_LEN && w.contains(&k[ROWKEY_HEAD_LEN..])
@@ -508,7 +561,23 @@ mod tests {
         }
         let all = db.find_series("m", &[])?;
         let some: RoaringBitmap = all.iter().step_by(7).collect();
-        for ids in [&all, &some] {
+        // A split part holds whole salt buckets: scans read those buckets without a filter.
+        let parts = db.split_for_read(&all, 3);
+        assert_eq!(parts.len(), 3);
+        let mut seen = RoaringBitmap::new();
+        for part in &parts {
+            assert!(seen.is_disjoint(part));
+            seen |= part;
+        }
+        assert_eq!(seen, all);
+        let salt_of = |id: u32| db.inner.index.read().series[id as usize].salt;
+        for (i, part) in parts.iter().enumerate() {
+            let salts: std::collections::BTreeSet<u8> = part.iter().map(salt_of).collect();
+            for other in parts.iter().skip(i + 1) {
+                assert!(other.iter().all(|id| !salts.contains(&salt_of(id))));
+            }
+        }
+        for ids in [&all, &some, &parts[0], &parts[2]] {
             for (a, b) in [
                 (1_356_990_000_000, 1_357_100_000_000),
                 (1_356_998_400_000 + 1_000_000, 1_356_998_400_000 + 9_000_000),

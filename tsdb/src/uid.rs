@@ -244,15 +244,16 @@ impl UidTable {
         let metrics = self.maps[UidKind::Metric.index()].read();
         let tagks = self.maps[UidKind::Tagk.index()].read();
         let tagvs = self.maps[UidKind::Tagv.index()].read();
-        let metric = metrics.name(UidKind::Metric, metric)?.to_string();
-        let tags = tags
-            .map(|(k, v)| {
-                Ok((
-                    tagks.name(UidKind::Tagk, k)?.to_string(),
-                    tagvs.name(UidKind::Tagv, v)?.to_string(),
-                ))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        // `String::from(&str)` copies; `to_string` on an `Arc<str>` would go through `Display`.
+        let metric = String::from(&**metrics.name(UidKind::Metric, metric)?);
+        let mut out = Vec::with_capacity(tags.size_hint().0);
+        for (k, v) in tags {
+            out.push((
+                String::from(&**tagks.name(UidKind::Tagk, k)?),
+                String::from(&**tagvs.name(UidKind::Tagv, v)?),
+            ));
+        }
+        let tags = out;
         Ok((metric, tags))
     }
 
