@@ -177,16 +177,16 @@ pub(crate) async fn query(req: hyper::Request<hyper::body::Incoming>, shared: &S
     let now_ms = now_ms();
     let tsdb = shared.tsdb.clone();
     let limits = query_limits(shared);
-    let resp = tokio::task::block_in_place(|| {
-        strata_query::handle_query_request(
-            &tsdb,
-            query_method(&method),
-            &query,
-            accept.as_deref(),
-            &body,
-            now_ms,
-            &limits,
-        )
+    let request = strata_query::QueryRequest {
+        method: query_method(&method),
+        query_string: &query,
+        accept: accept.as_deref(),
+        body: &body,
+        now_ms,
+    };
+    // A heavy query gives its worker thread's other connections to another thread meanwhile.
+    let resp = strata_query::handle_query_request_offloaded(&tsdb, &request, &limits, &|work| {
+        tokio::task::block_in_place(work)
     });
     typed(resp.status, resp.content_type, resp.body)
 }

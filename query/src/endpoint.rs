@@ -5,7 +5,7 @@ use strata_tsdb::Tsdb;
 
 use crate::arrow::{ARROW_STREAM_CONTENT_TYPE, render_arrow, wants_arrow};
 use crate::error::{Error, Result};
-use crate::exec::execute_with_limits;
+use crate::exec::{execute_with_limits, is_light};
 use crate::model::{QueryLimits, TsQuery};
 use crate::output::{error_body, render};
 use crate::parse::{parse_get, parse_json, parse_query_string};
@@ -121,15 +121,60 @@ pub fn handle_query_request(
     now_ms: i64,
     limits: &QueryLimits,
 ) -> QueryResponse {
-    let arrow = wants_arrow(&parse_query_string(query_string), accept);
-    let result = parse_request_method(method, query_string, body).and_then(|q| {
-        let results = execute_with_limits(tsdb, &q, now_ms, limits)?;
-        if arrow {
-            render_arrow(&q, &results)
-        } else {
-            Ok(render(&q, &results))
-        }
-    });
+    let request = QueryRequest {
+        method,
+        query_string,
+        accept,
+        body,
+        now_ms,
+    };
+    handle_query_request_offloaded(tsdb, &request, limits, &|work| work())
+}
+
+/// One `/api/query` request, as [`handle_query_request_offloaded`] takes it.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryRequest<'a> {
+    /// The HTTP method.
+    pub method: QueryMethod,
+    /// The query string, without the `?`.
+    pub query_string: &'a str,
+    /// The `Accept` header.
+    pub accept: Option<&'a str>,
+    /// The request body.
+    pub body: &'a [u8],
+    /// The time relative times count back from, in ms.
+    pub now_ms: i64,
+}
+
+/// [`handle_query_request`], handing the work of a heavy query to `offload`, which must run it
+/// to completion before it returns. An async server passes `tokio::task::block_in_place`, so a
+/// heavy query does not hold up the other connections of its worker thread. A light one (a few
+/// series over a few hours, which most dashboard panels are) runs where it is: handing the
+/// thread over costs about 20 µs of switches, a large part of such a query.
+pub fn handle_query_request_offloaded(
+    tsdb: &Tsdb,
+    request: &QueryRequest<'_>,
+    limits: &QueryLimits,
+    offload: &dyn Fn(&mut dyn FnMut()),
+) -> QueryResponse {
+    let arrow = wants_arrow(&parse_query_string(request.query_string), request.accept);
+    let result =
+        parse_request_method(request.method, request.query_string, request.body).and_then(|q| {
+            let run = || {
+                let results = execute_with_limits(tsdb, &q, request.now_ms, limits)?;
+                if arrow {
+                    render_arrow(&q, &results)
+                } else {
+                    Ok(render(&q, &results))
+                }
+            };
+            if is_light(tsdb, &q, request.now_ms) {
+                return run();
+            }
+            let mut out = None;
+            offload(&mut || out = Some(run()));
+            out.unwrap_or_else(|| Err(Error::Storage("the query did not run".to_owned())))
+        });
     match result {
         Ok(body) => QueryResponse {
             status: 200,

@@ -196,6 +196,48 @@ pub fn execute_with_limits(
     Ok(out)
 }
 
+/// Reads up to this many series-hours in all are light enough to run on an async worker
+/// thread: 32 series-hours of 10 s points decode and downsample in well under 100 µs.
+const LIGHT_SERIES_HOURS: u64 = 32;
+
+/// Whether `q` is cheap enough to run where it is, without handing the thread over (see
+/// [`crate::handle_query_request_offloaded`]): no delete, and at most [`LIGHT_SERIES_HOURS`]
+/// series-hours to read over all sub-queries. A query that does not plan or resolve is light:
+/// it fails at once when run.
+pub(crate) fn is_light(tsdb: &Tsdb, q: &TsQuery, now_ms: i64) -> bool {
+    if q.delete {
+        return false;
+    }
+    let Ok(plan) = plan(q, now_ms) else {
+        return true;
+    };
+    let mut series_hours = 0u64;
+    for sp in &plan.subs {
+        let (ws, we) = scan_window(
+            plan.start_ms,
+            plan.end_ms,
+            sp.downsample.map(|d| d.interval),
+        );
+        let hours = u64::try_from((we - ws) / 3_600_000).unwrap_or(0) + 1;
+        let series = if sp.sub.tsuids.is_empty() {
+            let Ok(filters) = build_filters(tsdb, &sp.sub) else {
+                return true;
+            };
+            match tsdb.find_series(&sp.sub.metric, &filters) {
+                Ok(ids) => ids.len(),
+                Err(_) => return true,
+            }
+        } else {
+            sp.sub.tsuids.len() as u64
+        };
+        series_hours = series_hours.saturating_add(series.saturating_mul(hours));
+        if series_hours > LIGHT_SERIES_HOURS {
+            return false;
+        }
+    }
+    true
+}
+
 /// Adds the annotations OpenTSDB returns with query results: each group's series annotations
 /// (unless `noAnnotations`) and, with `globalAnnotations`, the global ones on every group.
 fn attach_annotations(

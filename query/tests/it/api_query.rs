@@ -676,3 +676,52 @@ fn none_types_an_integer_before_a_double_as_a_double() {
         "{body}"
     );
 }
+
+/// Heavy queries (more than 32 series-hours in all, or a delete) are handed to the offload
+/// function, light ones run where they are; both answer the same.
+#[test]
+fn heavy_queries_are_offloaded_light_ones_are_not() {
+    use std::cell::Cell;
+    use strata_query::{QueryRequest, handle_query_request_offloaded};
+    let db = grouped();
+    let offloaded = Cell::new(0);
+    let offload = |work: &mut dyn FnMut()| {
+        offloaded.set(offloaded.get() + 1);
+        work();
+    };
+    let answer_as = |method: QueryMethod, query_string: &str, limits: &QueryLimits| {
+        let before = offloaded.get();
+        let request = QueryRequest {
+            method,
+            query_string,
+            accept: None,
+            body: b"",
+            now_ms: NOW_MS,
+        };
+        let r = handle_query_request_offloaded(db.tsdb(), &request, limits, &offload);
+        let inline = handle_query_method(db.tsdb(), method, query_string, b"", NOW_MS, limits);
+        assert_eq!((r.status, r.body), inline);
+        offloaded.get() - before
+    };
+    let answer = |query_string: &str, limits: &QueryLimits| {
+        answer_as(QueryMethod::Get, query_string, limits)
+    };
+    let all = QueryLimits::default();
+    // 3 series over one hour; one series over 10 hours: light.
+    assert_eq!(answer(&format!("{}&m=sum:m", range()), &all), 0);
+    let ten_hours = format!("start={T}&end={}&m=sum:m{{host=web02}}", T + 36_000);
+    assert_eq!(answer(&ten_hours, &all), 0);
+    // 3 series over 11 hours (33 series-hours), and two sub-queries of 20: heavy.
+    assert_eq!(
+        answer(&format!("start={T}&end={}&m=sum:m", T + 39_600), &all),
+        1
+    );
+    let two = format!("start={T}&end={}&m=sum:m&m=max:m", T + 20_000);
+    assert_eq!(answer(&two, &all), 1);
+    // Queries that fail to plan or resolve fail where they are.
+    assert_eq!(answer(&format!("{}&m=sum:nosuch", range()), &all), 0);
+    assert_eq!(answer("start=bad&m=sum:m", &all), 0);
+    // A delete always goes to the offload (and here is refused).
+    let delete = format!("{}&m=sum:m", range());
+    assert_eq!(answer_as(QueryMethod::Delete, &delete, &all), 1);
+}
