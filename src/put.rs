@@ -54,13 +54,10 @@ pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Resp {
                 }
             }
         }
-        None => tokio::task::block_in_place(|| {
-            if sync {
-                tsdb.write_sync(&points)
-            } else {
-                tsdb.write(&points)
-            }
-        }),
+        None if sync => tokio::task::block_in_place(|| tsdb.write_sync(&points)),
+        // As telnet batches: in place unless the write will wait.
+        None if tsdb.write_may_block() => tokio::task::block_in_place(|| tsdb.write(&points)),
+        None => tsdb.write(&points),
     };
     let mut invalid: Vec<PutFailure> = parsed.failures().to_vec();
     let mut storage = Vec::new();

@@ -389,6 +389,14 @@ impl Db {
             })
     }
 
+    /// Whether a [`Db::write`] now would wait: for an fsync (policy `always`), or for memtable
+    /// flushes or level-0 compactions to catch up. A caller on an async runtime can run a write
+    /// in place when not, and hand its thread over when so. It is a hint: a stall can start
+    /// between this call and the write.
+    pub fn write_may_block(&self) -> bool {
+        self.inner.opts.sync == SyncPolicy::Always || self.inner.must_stall()
+    }
+
     /// Fsyncs the WAL now.
     pub fn sync_wal(&self) -> Result<()> {
         self.inner.wal.sync()
@@ -1209,6 +1217,24 @@ impl Snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn write_may_block_when_a_write_would_wait() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let db = Db::open(dir.path(), DbOptions::default())?;
+        assert!(
+            !db.write_may_block(),
+            "an idle database with the default policy"
+        );
+        drop(db);
+        let always = DbOptions {
+            sync: SyncPolicy::Always,
+            ..DbOptions::default()
+        };
+        let db = Db::open(dir.path(), always)?;
+        assert!(db.write_may_block(), "every write fsyncs under `always`");
+        Ok(())
+    }
 
     #[test]
     fn batch_survives_reopen() -> Result<()> {

@@ -682,6 +682,13 @@ impl Tsdb {
         s
     }
 
+    /// Whether a [`Tsdb::write`] now would wait for the engine (an fsync or a write stall; see
+    /// `Db::write_may_block`). Writes that assign new UIDs also fsync, which this does not
+    /// foresee.
+    pub fn write_may_block(&self) -> bool {
+        self.inner.db.write_may_block()
+    }
+
     /// Fsyncs the engine's WAL.
     pub fn sync(&self) -> Result<()> {
         Ok(self.inner.db.sync_wal()?)
