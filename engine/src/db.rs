@@ -1094,12 +1094,24 @@ impl Snapshot {
 
     /// Reads one row.
     pub fn get_row(&self, table: &Table, row: &[u8]) -> Result<Option<Row>> {
+        self.get_row_with(table, row, false)
+    }
+
+    /// [`Snapshot::get_row`], leaving the block cache as it is if `skip_cache_fill` (see
+    /// [`ScanOptions::skip_cache_fill`]).
+    pub fn get_row_with(
+        &self,
+        table: &Table,
+        row: &[u8],
+        skip_cache_fill: bool,
+    ) -> Result<Option<Row>> {
         let mut stop = row.to_vec();
         stop.push(0);
         let opts = ScanOptions {
             start: Some(row.to_vec()),
             stop: Some(stop),
             limit: Some(1),
+            skip_cache_fill,
             ..ScanOptions::default()
         };
         self.scan(table, &opts)?.next().transpose()

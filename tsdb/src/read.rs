@@ -52,6 +52,10 @@ pub(crate) enum Plan {
     Scans,
 }
 
+/// What one stored row of an hour takes, about: 360 points at 10 s and 1.5 bytes a point, with
+/// its key. Only used to tell large reads from small ones.
+const EST_ROW_BYTES: u64 = 600;
+
 /// The wanted series of one metric as `(id, tsuid, salt)`, and the metric's series count.
 type MetricSeries = (Vec<(u32, Tsuid, u8)>, u64);
 
@@ -241,7 +245,14 @@ impl Tsdb {
         let first = hour_of(start_ms.max(0));
         let last = hour_of(end_ms);
         let hours = u64::from((last - first) / ROW_SPAN_SECS) + 1;
-        // Group the wanted series by metric, and count each metric's series per salt bucket.
+        // A read of more than a quarter of the block cache would push out most of what other
+        // reads use, and would not stay in it anyway: its blocks are not added.
+        let skip_cache_fill = ids
+            .len()
+            .saturating_mul(hours)
+            .saturating_mul(EST_ROW_BYTES)
+            > self.inner.opts.db.block_cache_bytes as u64 / 4;
+        // Group the wanted series by metric, and remember each metric's series count.
         let mut by_metric: BTreeMap<Uid, MetricSeries> = BTreeMap::new();
         {
             let index = self.inner.index.read();
@@ -272,7 +283,9 @@ impl Tsdb {
                     let mut base = first;
                     loop {
                         let key = encode_rowkey(*salt, tsuid, base);
-                        if let Some(row) = snap.get_row(&self.inner.data, &key)? {
+                        if let Some(row) =
+                            snap.get_row_with(&self.inner.data, &key, skip_cache_fill)?
+                        {
                             found.push(FoundRow {
                                 id: *id,
                                 base_time: base,
@@ -322,6 +335,7 @@ impl Tsdb {
                     }
                     let (start, stop) = scan_range(salt, metric, first, last);
                     let mut opts = ScanOptions::range(&start, &stop);
+                    opts.skip_cache_fill = skip_cache_fill;
                     if per_salt.get(usize::from(salt)).is_none_or(|&n| want < n) {
                         let w = wanted_tags.clone();
                         opts.row_filter = Some(Arc::new(move |k: &[u8]| {
@@ -587,6 +601,55 @@ mod tests {
                 assert_eq!(g, s);
                 assert_eq!(g.len() as u64, ids.len());
             }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn large_reads_leave_the_block_cache_as_it_is() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let opts = || {
+            let mut opts = TsdbOptions::default();
+            // 16 shards of 64 KiB; a quarter of it is 256 KiB, about 440 rows.
+            opts.db.block_cache_bytes = 1 << 20;
+            opts
+        };
+        {
+            let db = Tsdb::open(dir.path(), opts())?;
+            let hosts: Vec<String> = (0..600).map(|i| format!("h{i:03}")).collect();
+            for h in &hosts {
+                let tags = [("host", h.as_str())];
+                let points: Vec<PointRef<'_>> = (0..360)
+                    .map(|i| PointRef {
+                        metric: "m",
+                        tags: &tags,
+                        timestamp: 1_356_998_400_000 + i * 10_000,
+                        value: Value::Int(i),
+                    })
+                    .collect();
+                for r in db.write(&points) {
+                    r?;
+                }
+            }
+            db.flush()?;
+        }
+        let (a, b) = (1_356_998_400_000, 1_356_998_400_000 + 3_599_000);
+        for plan in [Plan::Gets, Plan::Scans] {
+            // Each plan starts from an empty cache.
+            let db = Tsdb::open(dir.path(), opts())?;
+            let misses = || db.engine().stats().cache_misses;
+            let all = db.find_series("m", &[])?;
+            let one: RoaringBitmap = all.iter().take(1).collect();
+            // 600 rows: the second read misses again.
+            db.read_planned(&all, a, b, plan)?;
+            let before = misses();
+            db.read_planned(&all, a, b, plan)?;
+            assert!(misses() > before, "{plan:?}: a large read filled the cache");
+            // One row: cached by the first read.
+            db.read_planned(&one, a, b, plan)?;
+            let before = misses();
+            db.read_planned(&one, a, b, plan)?;
+            assert_eq!(misses(), before, "{plan:?}: a small read was not cached");
         }
         Ok(())
     }

@@ -405,7 +405,8 @@ fn read_rows(
             .max(1);
         let group = &chunk[i..i + n];
         if n == 1 {
-            out[i] = snap.get_row(table, key(&group[0]))?;
+            // Read once, to be rewritten (as below).
+            out[i] = snap.get_row_with(table, key(&group[0]), true)?;
         } else {
             let mut stop = key(&group[n - 1]).to_vec();
             stop.push(0);
