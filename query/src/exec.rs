@@ -179,12 +179,15 @@ pub fn execute_with_limits(
     }
     let mut out = Vec::new();
     let mut total_points = 0usize;
+    // The whole query's size decides whether its reads fill the block cache: the sub-queries
+    // of a large query are read one by one, each perhaps small.
+    let request_series_hours = series_hours(tsdb, &plan, u64::MAX).unwrap_or(0);
     for sp in &plan.subs {
         run_sub(
             tsdb,
             &plan,
             sp,
-            q.delete,
+            (q.delete, request_series_hours),
             (limits, &deadline),
             &mut total_points,
             &mut out,
@@ -211,7 +214,13 @@ pub(crate) fn is_light(tsdb: &Tsdb, q: &TsQuery, now_ms: i64) -> bool {
     let Ok(plan) = plan(q, now_ms) else {
         return true;
     };
-    let mut series_hours = 0u64;
+    series_hours(tsdb, &plan, LIGHT_SERIES_HOURS).is_none_or(|n| n <= LIGHT_SERIES_HOURS)
+}
+
+/// The series-hours a query reads over all its sub-queries, counting up to just past `stop`;
+/// `None` if a sub-query does not resolve (the query fails when run).
+fn series_hours(tsdb: &Tsdb, plan: &Plan, stop: u64) -> Option<u64> {
+    let mut total = 0u64;
     for sp in &plan.subs {
         let (ws, we) = scan_window(
             plan.start_ms,
@@ -220,22 +229,17 @@ pub(crate) fn is_light(tsdb: &Tsdb, q: &TsQuery, now_ms: i64) -> bool {
         );
         let hours = u64::try_from((we - ws) / 3_600_000).unwrap_or(0) + 1;
         let series = if sp.sub.tsuids.is_empty() {
-            let Ok(filters) = build_filters(tsdb, &sp.sub) else {
-                return true;
-            };
-            match tsdb.find_series(&sp.sub.metric, &filters) {
-                Ok(ids) => ids.len(),
-                Err(_) => return true,
-            }
+            let filters = build_filters(tsdb, &sp.sub).ok()?;
+            tsdb.find_series(&sp.sub.metric, &filters).ok()?.len()
         } else {
             sp.sub.tsuids.len() as u64
         };
-        series_hours = series_hours.saturating_add(series.saturating_mul(hours));
-        if series_hours > LIGHT_SERIES_HOURS {
-            return false;
+        total = total.saturating_add(series.saturating_mul(hours));
+        if total > stop {
+            break;
         }
     }
-    true
+    Some(total)
 }
 
 /// Adds the annotations OpenTSDB returns with query results: each group's series annotations
@@ -350,7 +354,7 @@ fn run_sub(
     tsdb: &Tsdb,
     plan: &Plan,
     sp: &SubPlan,
-    delete: bool,
+    (delete, request_series_hours): (bool, u64),
     (limits, deadline): (&QueryLimits, &Deadline),
     total_points: &mut usize,
     out: &mut Vec<ResultGroup>,
@@ -391,6 +395,7 @@ fn run_sub(
         explicit_keys: explicit_keys.as_ref(),
         deadline,
         threads: limits.threads,
+        request_series_hours,
     };
     let mut series = read_and_process(&stage, &ids)?;
     deadline.check()?;
@@ -530,6 +535,8 @@ struct Stage<'a> {
     deadline: &'a Deadline,
     /// Most threads (0: one per core).
     threads: usize,
+    /// Series-hours the whole query reads (for the block cache; see `Tsdb::read_series_each_in`).
+    request_series_hours: u64,
 }
 
 /// Reads with fewer series than this stay on the calling thread. A thread costs tens of
@@ -589,10 +596,12 @@ fn read_chunk(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Processed>> 
     let mut out = Vec::new();
     // Each series is processed as soon as it is decoded, so only one series' raw points are in
     // memory at a time (a 24 h read of 200 series is 1.7 M points).
-    stage.tsdb.read_series_each(ids, ws, we, |s| {
-        out.extend(process_series(stage, s, &mut scratch)?);
-        Ok::<(), Error>(())
-    })?;
+    stage
+        .tsdb
+        .read_series_each_in(ids, ws, we, stage.request_series_hours, |s| {
+            out.extend(process_series(stage, s, &mut scratch)?);
+            Ok::<(), Error>(())
+        })?;
     stage.deadline.check()?;
     Ok(out)
 }

@@ -101,7 +101,7 @@ impl Tsdb {
         plan: Plan,
     ) -> Result<Vec<SeriesPoints>> {
         let mut result = Vec::new();
-        self.read_each_planned(ids, start_ms, end_ms, plan, |s| {
+        self.read_each_planned(ids, start_ms, end_ms, (plan, 0), |s| {
             result.push(SeriesPoints {
                 id: s.id,
                 tsuid: s.tsuid.clone(),
@@ -153,7 +153,23 @@ impl Tsdb {
         end_ms: i64,
         f: impl FnMut(&mut SeriesPoints) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        self.read_each_planned(ids, start_ms, end_ms, Plan::Auto, f)
+        self.read_each_planned(ids, start_ms, end_ms, (Plan::Auto, 0), f)
+    }
+
+    /// [`Tsdb::read_series_each`] as one of the reads of a request that reads
+    /// `request_series_hours` series-hours in all (a query's sub-queries, or the parts of a
+    /// split read). A read fills the block cache only if neither it nor its request reads more
+    /// than a quarter of the cache: a large request would push out most of what other reads
+    /// use, and would not stay in the cache anyway.
+    pub fn read_series_each_in<E: From<Error>>(
+        &self,
+        ids: &RoaringBitmap,
+        start_ms: i64,
+        end_ms: i64,
+        request_series_hours: u64,
+        f: impl FnMut(&mut SeriesPoints) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        self.read_each_planned(ids, start_ms, end_ms, (Plan::Auto, request_series_hours), f)
     }
 
     fn read_each_planned<E: From<Error>>(
@@ -161,11 +177,12 @@ impl Tsdb {
         ids: &RoaringBitmap,
         start_ms: i64,
         end_ms: i64,
-        plan: Plan,
+        (plan, request_series_hours): (Plan, u64),
         mut f: impl FnMut(&mut SeriesPoints) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         let snap = self.inner.db.snapshot();
-        let mut rows = self.fetch_rows(&snap, ids, start_ms, end_ms, plan)?;
+        let mut rows =
+            self.fetch_rows(&snap, ids, start_ms, end_ms, (plan, request_series_hours))?;
         // Group the rows by series, keeping each series' rows in the order they came (hour
         // order, from both plans), so every series is decoded into one exactly sized vector.
         rows.sort_by_key(|r| r.id);
@@ -237,7 +254,7 @@ impl Tsdb {
         ids: &RoaringBitmap,
         start_ms: i64,
         end_ms: i64,
-        plan: Plan,
+        (plan, request_series_hours): (Plan, u64),
     ) -> Result<Vec<FoundRow>> {
         if end_ms < start_ms || end_ms < 0 {
             return Ok(Vec::new());
@@ -245,12 +262,10 @@ impl Tsdb {
         let first = hour_of(start_ms.max(0));
         let last = hour_of(end_ms);
         let hours = u64::from((last - first) / ROW_SPAN_SECS) + 1;
-        // A read of more than a quarter of the block cache would push out most of what other
-        // reads use, and would not stay in it anyway: its blocks are not added.
-        let skip_cache_fill = ids
-            .len()
-            .saturating_mul(hours)
-            .saturating_mul(EST_ROW_BYTES)
+        // A read (or request) of more than a quarter of the block cache would push out most of
+        // what other reads use, and would not stay in it anyway: its blocks are not added.
+        let series_hours = ids.len().saturating_mul(hours).max(request_series_hours);
+        let skip_cache_fill = series_hours.saturating_mul(EST_ROW_BYTES)
             > self.inner.opts.db.block_cache_bytes as u64 / 4;
         // Group the wanted series by metric, and remember each metric's series count.
         let mut by_metric: BTreeMap<Uid, MetricSeries> = BTreeMap::new();
@@ -372,7 +387,7 @@ impl Tsdb {
         let inner = &*self.inner;
         let mut guard = inner.write_lock.lock();
         let snap = inner.db.snapshot();
-        let rows = self.fetch_rows(&snap, ids, start_ms, end_ms, Plan::Auto)?;
+        let rows = self.fetch_rows(&snap, ids, start_ms, end_ms, (Plan::Auto, 0))?;
         let mut batch = WriteBatch::new();
         let mut deleted = 0u64;
         for r in &rows {

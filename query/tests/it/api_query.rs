@@ -725,3 +725,59 @@ fn heavy_queries_are_offloaded_light_ones_are_not() {
     let delete = format!("{}&m=sum:m", range());
     assert_eq!(answer_as(QueryMethod::Delete, &delete, &all), 1);
 }
+
+/// A query's sub-queries decide together whether its reads fill the block cache: 10 metrics of
+/// 60 series, each sub-query small, the query as a whole over a quarter of a 1 MiB cache.
+#[test]
+fn a_large_query_of_small_sub_queries_leaves_the_cache_as_it_is() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path();
+    let open = || {
+        let mut opts = TsdbOptions::default();
+        opts.db.block_cache_bytes = 1 << 20;
+        Tsdb::open(path, opts).expect("open tsdb")
+    };
+    let metrics: Vec<String> = (0..10).map(|m| format!("m{m}")).collect();
+    {
+        let db = open();
+        for m in &metrics {
+            for h in 0..60 {
+                let host = format!("h{h:02}");
+                let tags = [("host", host.as_str())];
+                let points: Vec<PointRef<'_>> = (0..360)
+                    .map(|i| PointRef {
+                        metric: m,
+                        tags: &tags,
+                        timestamp: (T + i * 10) * 1000,
+                        value: Value::Int(i),
+                    })
+                    .collect();
+                for r in db.write(&points) {
+                    r.expect("write");
+                }
+            }
+        }
+        db.flush().expect("flush");
+    }
+    let subs =
+        |ms: &[String]| -> String { ms.iter().map(|m| format!("&m=sum:{m}")).collect::<String>() };
+    let misses_of_second_run = |qs: &str| {
+        let db = open();
+        let run = || {
+            let (status, _) = handle_query(&db, false, qs, b"", NOW_MS, &QueryLimits::default());
+            assert_eq!(status, 200);
+        };
+        run();
+        let before = db.engine().stats().cache_misses;
+        run();
+        db.engine().stats().cache_misses - before
+    };
+    let window = format!("start={T}&end={}", T + 3599);
+    // One sub-query of 60 series: cached.
+    assert_eq!(
+        misses_of_second_run(&format!("{window}{}", subs(&metrics[..1]))),
+        0
+    );
+    // Ten of them: 600 series-hours (and more with the scan window), not cached.
+    assert!(misses_of_second_run(&format!("{window}{}", subs(&metrics))) > 0);
+}
