@@ -26,6 +26,8 @@ pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> 
     let mut shutdown = shared.shutdown.clone();
     let mut splitter = LineSplitter::new(shared.config.max_line_bytes);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    // The lines of one read, kept between reads; put lines move from here into the session.
+    let mut lines: Vec<Bytes> = Vec::new();
     let mut session = Session {
         shared: shared.clone(),
         puts: Vec::new(),
@@ -46,7 +48,7 @@ pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> 
             _ = shutdown.changed() => (0, false),
         };
         let eof = n == 0;
-        let mut lines = Vec::new();
+        lines.clear();
         let mut too_long = None;
         loop {
             match splitter.next_line(&mut buf) {
@@ -66,7 +68,7 @@ pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> 
                 Err(e) => too_long = Some(e),
             }
         }
-        let keep_going = session.handle_lines(&lines, &mut write).await;
+        let keep_going = session.handle_lines(&mut lines, &mut write).await;
         if let Some(e) = too_long {
             session.reply.push_str(&format!("{e}\n"));
             session.send(&mut write).await;
@@ -114,7 +116,7 @@ impl Session {
     /// Handles lines in order. Returns false when the connection should close.
     async fn handle_lines<W: AsyncWrite + Unpin>(
         &mut self,
-        lines: &[Bytes],
+        lines: &mut Vec<Bytes>,
         write: &mut W,
     ) -> bool {
         let mut open = true;
@@ -122,36 +124,30 @@ impl Session {
             .metrics
             .telnet_commands
             .inc_by(lines.len() as u64);
-        for line in lines {
-            match parse_command(line) {
-                Command::Put(_) => {
-                    self.puts.push(line.clone());
-                    continue;
+        for line in lines.drain(..) {
+            if matches!(parse_command(&line), Command::Put(_)) {
+                self.puts.push(line);
+                continue;
+            }
+            self.flush_puts();
+            match parse_command(&line) {
+                Command::Version => self.reply.push_str(&version::telnet_lines()),
+                Command::Help => self.reply.push_str(&strata_ingest::help_reply(false)),
+                Command::Exit => {
+                    open = false;
+                    break;
                 }
-                command => {
-                    self.flush_puts();
-                    match command {
-                        Command::Version => self.reply.push_str(&version::telnet_lines()),
-                        Command::Help => self.reply.push_str(&strata_ingest::help_reply(false)),
-                        Command::Exit => {
-                            open = false;
-                            break;
-                        }
-                        Command::Stats => {
-                            self.reply.push_str(&crate::stats::lines_now(&self.shared))
-                        }
-                        Command::DropCaches => self.reply.push_str("Caches dropped.\n"),
-                        // Shutting the server down from a socket is disabled, as with
-                        // OpenTSDB's `tsd.no_diediedie`.
-                        Command::DieDieDie => self
-                            .reply
-                            .push_str(&strata_ingest::unknown_command_reply(b"diediedie")),
-                        Command::Unknown(tok) => self
-                            .reply
-                            .push_str(&strata_ingest::unknown_command_reply(tok)),
-                        Command::Put(_) => {}
-                    }
-                }
+                Command::Stats => self.reply.push_str(&crate::stats::lines_now(&self.shared)),
+                Command::DropCaches => self.reply.push_str("Caches dropped.\n"),
+                // Shutting the server down from a socket is disabled, as with OpenTSDB's
+                // `tsd.no_diediedie`.
+                Command::DieDieDie => self
+                    .reply
+                    .push_str(&strata_ingest::unknown_command_reply(b"diediedie")),
+                Command::Unknown(tok) => self
+                    .reply
+                    .push_str(&strata_ingest::unknown_command_reply(tok)),
+                Command::Put(_) => {}
             }
         }
         self.flush_puts();
@@ -289,15 +285,16 @@ mod tests {
         let line = |s: &'static str| Bytes::from_static(s.as_bytes());
         let mut peer = Gone;
         // A bad line makes a reply, which fails to go out.
-        let first = [
+        let mut first = vec![
             line("put m 1356998400 x h=a"),
             line("put m 1356998400 1 h=a"),
         ];
-        assert!(session.handle_lines(&first, &mut peer).await);
+        assert!(session.handle_lines(&mut first, &mut peer).await);
         assert!(!session.writable);
         // The next chunk is still parsed and stored.
-        let second = [line("put m 1356998410 2 h=a"), line("bad command")];
-        assert!(session.handle_lines(&second, &mut peer).await);
+        let mut second = vec![line("put m 1356998410 2 h=a"), line("bad command")];
+        assert!(session.handle_lines(&mut second, &mut peer).await);
+        assert!(second.is_empty(), "the lines move out");
         let ids = tsdb.find_series("m", &[])?;
         let series = tsdb.read_series(&ids, 0, i64::MAX)?;
         let points: Vec<i64> = series[0].points.iter().map(|p| p.0).collect();
