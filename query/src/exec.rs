@@ -200,7 +200,9 @@ pub fn execute_with_limits(
 }
 
 /// Reads up to this many series-hours in all are light enough to run on an async worker
-/// thread: 32 series-hours of 10 s points decode and downsample in well under 100 µs.
+/// thread: with 10 s points, the peer benchmark's Q3 (one series over 25 hours, downsampled and
+/// rated) takes about 80 µs in all. Denser series cost proportionally more: one of 1 kHz data
+/// would hold the worker for about a second at this bound.
 const LIGHT_SERIES_HOURS: u64 = 32;
 
 /// Whether `q` is cheap enough to run where it is, without handing the thread over (see
