@@ -5,7 +5,7 @@ use strata_tsdb::Tsdb;
 
 use crate::arrow::{ARROW_STREAM_CONTENT_TYPE, render_arrow, wants_arrow};
 use crate::error::{Error, Result};
-use crate::exec::{execute_with_limits, is_light};
+use crate::exec::{execute_resolved, resolve};
 use crate::model::{QueryLimits, TsQuery};
 use crate::output::{error_body, render};
 use crate::parse::{parse_get, parse_json, parse_query_string};
@@ -160,19 +160,31 @@ pub fn handle_query_request_offloaded(
     let arrow = wants_arrow(&parse_query_string(request.query_string), request.accept);
     let result =
         parse_request_method(request.method, request.query_string, request.body).and_then(|q| {
-            let run = || {
-                let results = execute_with_limits(tsdb, &q, request.now_ms, limits)?;
+            let run = |resolved: Result<_>| {
+                let results = execute_resolved(tsdb, &q, &resolved?, limits)?;
                 if arrow {
                     render_arrow(&q, &results)
                 } else {
                     Ok(render(&q, &results))
                 }
             };
-            if is_light(tsdb, &q, request.now_ms) {
-                return run();
+            // Resolving the series is cheap and tells what the reads will cost. A delete writes,
+            // so it is resolved and run after the handover.
+            let mut resolved = None;
+            if !q.delete {
+                let r = resolve(tsdb, &q, request.now_ms, limits);
+                if r.as_ref().map_or(true, |r| r.is_light()) {
+                    return run(r);
+                }
+                resolved = Some(r);
             }
             let mut out = None;
-            offload(&mut || out = Some(run()));
+            offload(&mut || {
+                let r = resolved
+                    .take()
+                    .unwrap_or_else(|| resolve(tsdb, &q, request.now_ms, limits));
+                out = Some(run(r));
+            });
             out.unwrap_or_else(|| Err(Error::Storage("the query did not run".to_owned())))
         });
     match result {

@@ -167,6 +167,45 @@ pub fn execute_with_limits(
     now_ms: i64,
     limits: &QueryLimits,
 ) -> Result<Vec<ResultGroup>> {
+    let resolved = resolve(tsdb, q, now_ms, limits)?;
+    execute_resolved(tsdb, q, &resolved, limits)
+}
+
+/// A query planned, with the series of every sub-query resolved (as OpenTSDB resolves all
+/// sub-queries before it scans): what the reads will cost is known before any of them runs.
+#[derive(Debug)]
+pub(crate) struct Resolved {
+    plan: Plan,
+    /// Per sub-query of `plan`: its series and filters; `None` when its TSUIDs name no
+    /// stored series.
+    subs: Vec<Option<(RoaringBitmap, Vec<Filter>)>>,
+    /// Series-hours of the scan windows over all sub-queries.
+    series_hours: u64,
+    deadline: Deadline,
+}
+
+impl Resolved {
+    /// Whether the query is cheap enough to run where it is, without handing the thread over
+    /// (see [`crate::handle_query_request_offloaded`]): at most [`LIGHT_SERIES_HOURS`].
+    pub(crate) fn is_light(&self) -> bool {
+        self.series_hours <= LIGHT_SERIES_HOURS
+    }
+}
+
+/// Reads up to this many series-hours in all are light enough to run on an async worker
+/// thread: with 10 s points, the peer benchmark's Q3 (one series over 25 hours, downsampled and
+/// rated) takes about 80 µs in all. Denser series cost proportionally more: one of 1 kHz data
+/// would hold the worker for about a second at this bound.
+const LIGHT_SERIES_HOURS: u64 = 32;
+
+/// Plans `q` and resolves the series of each sub-query, checking the delete permission and
+/// `limits.max_series`. The query's timeout starts here.
+pub(crate) fn resolve(
+    tsdb: &Tsdb,
+    q: &TsQuery,
+    now_ms: i64,
+    limits: &QueryLimits,
+) -> Result<Resolved> {
     let deadline = Deadline::start(limits.timeout);
     let plan = plan(q, now_ms)?;
     if q.delete && !limits.allow_delete {
@@ -177,71 +216,79 @@ pub fn execute_with_limits(
             ),
         });
     }
+    let mut subs = Vec::with_capacity(plan.subs.len());
+    let mut series_hours = 0u64;
+    for sp in &plan.subs {
+        deadline.check()?;
+        let sub = &sp.sub;
+        let resolved = if sub.tsuids.is_empty() {
+            tsdb.uid(UidKind::Metric, &sub.metric).map_err(tsdb_error)?;
+            let filters = build_filters(tsdb, sub)?;
+            let ids = tsdb
+                .find_series(&sub.metric, &filters)
+                .map_err(tsdb_error)?;
+            if limits.max_series > 0 && ids.len() > limits.max_series as u64 {
+                return Err(too_many_series(ids.len(), limits.max_series));
+            }
+            Some((ids, filters))
+        } else {
+            tsuid_ids(tsdb, sub)?.map(|ids| (ids, Vec::new()))
+        };
+        if let Some((ids, _)) = &resolved {
+            let (ws, we) = scan_window(
+                plan.start_ms,
+                plan.end_ms,
+                sp.downsample.map(|d| d.interval),
+            );
+            let hours = u64::try_from((we - ws) / 3_600_000).unwrap_or(0) + 1;
+            series_hours = series_hours.saturating_add(ids.len().saturating_mul(hours));
+        }
+        subs.push(resolved);
+    }
+    Ok(Resolved {
+        plan,
+        subs,
+        series_hours,
+        deadline,
+    })
+}
+
+/// Runs a [`resolve`]d query.
+pub(crate) fn execute_resolved(
+    tsdb: &Tsdb,
+    q: &TsQuery,
+    resolved: &Resolved,
+    limits: &QueryLimits,
+) -> Result<Vec<ResultGroup>> {
+    let Resolved {
+        plan,
+        subs,
+        series_hours,
+        deadline,
+    } = resolved;
     let mut out = Vec::new();
     let mut total_points = 0usize;
-    // The whole query's size decides whether its reads fill the block cache: the sub-queries
-    // of a large query are read one by one, each perhaps small.
-    let request_series_hours = series_hours(tsdb, &plan, u64::MAX).unwrap_or(0);
-    for sp in &plan.subs {
+    for (sp, sub) in plan.subs.iter().zip(subs) {
+        let Some((ids, filters)) = sub else {
+            continue;
+        };
+        // The whole query's size decides whether its reads fill the block cache: the
+        // sub-queries of a large query are read one by one, each perhaps small.
         run_sub(
             tsdb,
-            &plan,
+            plan,
             sp,
-            (q.delete, request_series_hours),
-            (limits, &deadline),
+            (ids, filters),
+            (q.delete, *series_hours),
+            (limits, deadline),
             &mut total_points,
             &mut out,
         )?;
     }
     if !q.delete {
-        attach_annotations(tsdb, q, &plan, &mut out)?;
+        attach_annotations(tsdb, q, plan, &mut out)?;
     }
     Ok(out)
-}
-
-/// Reads up to this many series-hours in all are light enough to run on an async worker
-/// thread: with 10 s points, the peer benchmark's Q3 (one series over 25 hours, downsampled and
-/// rated) takes about 80 µs in all. Denser series cost proportionally more: one of 1 kHz data
-/// would hold the worker for about a second at this bound.
-const LIGHT_SERIES_HOURS: u64 = 32;
-
-/// Whether `q` is cheap enough to run where it is, without handing the thread over (see
-/// [`crate::handle_query_request_offloaded`]): no delete, and at most [`LIGHT_SERIES_HOURS`]
-/// series-hours to read over all sub-queries. A query that does not plan or resolve is light:
-/// it fails at once when run.
-pub(crate) fn is_light(tsdb: &Tsdb, q: &TsQuery, now_ms: i64) -> bool {
-    if q.delete {
-        return false;
-    }
-    let Ok(plan) = plan(q, now_ms) else {
-        return true;
-    };
-    series_hours(tsdb, &plan, LIGHT_SERIES_HOURS).is_none_or(|n| n <= LIGHT_SERIES_HOURS)
-}
-
-/// The series-hours a query reads over all its sub-queries, counting up to just past `stop`;
-/// `None` if a sub-query does not resolve (the query fails when run).
-fn series_hours(tsdb: &Tsdb, plan: &Plan, stop: u64) -> Option<u64> {
-    let mut total = 0u64;
-    for sp in &plan.subs {
-        let (ws, we) = scan_window(
-            plan.start_ms,
-            plan.end_ms,
-            sp.downsample.map(|d| d.interval),
-        );
-        let hours = u64::try_from((we - ws) / 3_600_000).unwrap_or(0) + 1;
-        let series = if sp.sub.tsuids.is_empty() {
-            let filters = build_filters(tsdb, &sp.sub).ok()?;
-            tsdb.find_series(&sp.sub.metric, &filters).ok()?.len()
-        } else {
-            sp.sub.tsuids.len() as u64
-        };
-        total = total.saturating_add(series.saturating_mul(hours));
-        if total > stop {
-            break;
-        }
-    }
-    Some(total)
 }
 
 /// Adds the annotations OpenTSDB returns with query results: each group's series annotations
@@ -352,10 +399,15 @@ fn uid_key(tsdb: &Tsdb, kind: UidKind, name: &str) -> Option<Uid> {
     tsdb.uid(kind, name).ok()
 }
 
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the pieces of one query's state, passed down one level"
+)]
 fn run_sub(
     tsdb: &Tsdb,
     plan: &Plan,
     sp: &SubPlan,
+    (ids, filters): (&RoaringBitmap, &[Filter]),
     (delete, request_series_hours): (bool, u64),
     (limits, deadline): (&QueryLimits, &Deadline),
     total_points: &mut usize,
@@ -368,24 +420,6 @@ fn run_sub(
         plan.end_ms,
         sp.downsample.map(|d| d.interval),
     );
-    let filters;
-    let ids = if sub.tsuids.is_empty() {
-        tsdb.uid(UidKind::Metric, &sub.metric).map_err(tsdb_error)?;
-        filters = build_filters(tsdb, sub)?;
-        let ids = tsdb
-            .find_series(&sub.metric, &filters)
-            .map_err(tsdb_error)?;
-        if limits.max_series > 0 && ids.len() > limits.max_series as u64 {
-            return Err(too_many_series(ids.len(), limits.max_series));
-        }
-        ids
-    } else {
-        filters = Vec::new();
-        match tsuid_ids(tsdb, sub)? {
-            Some(ids) => ids,
-            None => return Ok(()),
-        }
-    };
     let explicit_keys: Option<BTreeSet<&str>> = sub
         .explicit_tags
         .then(|| filters.iter().map(Filter::tagk).collect());
@@ -399,7 +433,7 @@ fn run_sub(
         threads: limits.threads,
         request_series_hours,
     };
-    let mut series = read_and_process(&stage, &ids)?;
+    let mut series = read_and_process(&stage, ids)?;
     deadline.check()?;
     if limits.max_series > 0 && series.len() > limits.max_series {
         return Err(too_many_series(series.len() as u64, limits.max_series));
