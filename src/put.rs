@@ -55,9 +55,7 @@ pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Resp {
             }
         }
         None if sync => tokio::task::block_in_place(|| tsdb.write_sync(&points)),
-        // As telnet batches: in place unless the write will wait.
-        None if tsdb.write_may_block() => tokio::task::block_in_place(|| tsdb.write(&points)),
-        None => tsdb.write(&points),
+        None => write_points(&tsdb, &points),
     };
     let mut invalid: Vec<PutFailure> = parsed.failures().to_vec();
     let mut storage = Vec::new();
@@ -193,6 +191,20 @@ pub(crate) fn check_units(
         )));
     }
     Ok(p)
+}
+
+/// Writes `points` on an async worker: in place, unless the write will wait (an fsync, a write
+/// stall), when the worker's other connections are first handed to another thread. Handing
+/// over on every write cost 7 % of the server's CPU in the 24 h devops ingest.
+pub(crate) fn write_points(
+    tsdb: &strata_tsdb::Tsdb,
+    points: &[PointRef<'_>],
+) -> Vec<strata_tsdb::Result<()>> {
+    if tsdb.write_may_block() {
+        tokio::task::block_in_place(|| tsdb.write(points))
+    } else {
+        tsdb.write(points)
+    }
 }
 
 /// The storage layer's view of a parsed point; borrows everything.

@@ -611,7 +611,9 @@ pub(crate) fn downsample_fixed_folding<T>(
     } = Bucket::new(spec.function);
     let width = match spec.interval {
         Interval::Fixed(width) if spec.fill == FillPolicy::None => width.max(1),
-        Interval::All => return fold_all(points, &at, fold, empty, (start, end), out),
+        Interval::All => {
+            return fold_all(points, &at, Bucket::new(spec.function), (start, end), out);
+        }
         Interval::Fixed(_) | Interval::Calendar { .. } => return false,
     };
     if !matches!(
@@ -643,50 +645,34 @@ pub(crate) fn downsample_fixed_folding<T>(
 }
 
 /// The `all` bucket of [`downsample_fixed_folding`]: one bucket at `start` over the points in
-/// `[start, end]`, none if there are none. `first` and `last` take the end points as they are
-/// (NaN included), the folds skip NaNs, as [`Bucket`] does.
+/// `[start, end]`, none if there are none, folded by `acc` (a fresh [`Bucket`]); `first` and
+/// `last` look at one point only.
 fn fold_all<T>(
     points: &[T],
     at: &impl Fn(&T) -> (i64, f64),
-    fold: Fold,
-    init: f64,
+    mut acc: Bucket,
     (start, end): (i64, i64),
     out: &mut Vec<Point>,
 ) -> bool {
-    if fold == Fold::Values {
+    if acc.fold == Fold::Values {
         return false;
     }
     let lo = points.partition_point(|p| at(p).0 < start);
     let hi = points.partition_point(|p| at(p).0 <= end);
-    let Some(points) = points.get(lo..hi).filter(|p| !p.is_empty()) else {
-        return true;
+    let points = points.get(lo..hi).unwrap_or_default();
+    let folded = match acc.fold {
+        Fold::First => points.first().map(std::slice::from_ref),
+        Fold::Last => points.last().map(std::slice::from_ref),
+        _ => Some(points),
     };
-    let value = match fold {
-        Fold::First => points.first().map_or(f64::NAN, |p| at(p).1),
-        Fold::Last => points.last().map_or(f64::NAN, |p| at(p).1),
-        _ => {
-            let (mut acc, mut real) = (init, 0u64);
-            for p in points {
-                let v = at(p).1;
-                if !v.is_nan() {
-                    real += 1;
-                    acc = match fold {
-                        Fold::Min => acc.min(v),
-                        Fold::Max => acc.max(v),
-                        Fold::Count => acc,
-                        _ => acc + v,
-                    };
-                }
-            }
-            match fold {
-                _ if real == 0 => f64::NAN,
-                Fold::Count => real as f64,
-                Fold::Avg => acc / real as f64,
-                _ => acc,
-            }
-        }
-    };
-    out.push((start, Num::Float(value)));
+    // No value buffer: only `Fold::Values` uses one.
+    let mut values = Vec::new();
+    for p in folded.unwrap_or_default() {
+        acc.push(at(p).1, &mut values);
+    }
+    if acc.any {
+        out.push((start, Num::Float(acc.finish(&values))));
+    }
     true
 }
 

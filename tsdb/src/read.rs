@@ -314,12 +314,20 @@ impl Tsdb {
                     }
                 }
             } else {
-                // The metric's series per salt bucket, all and wanted. A scan reads every row of
-                // the metric in its buckets anyway, so counting them costs no more.
+                // The metric's series per salt bucket, wanted and all (the same when all are
+                // wanted). A scan reads every row of the metric in its buckets anyway, so
+                // counting them costs no more.
                 let buckets = usize::from(self.inner.buckets);
-                let (mut per_salt, mut wanted_per_salt) =
-                    (vec![0u32; buckets], vec![0u32; buckets]);
-                {
+                let mut wanted_per_salt = vec![0u32; buckets];
+                for (_, _, salt) in &series {
+                    if let Some(n) = wanted_per_salt.get_mut(usize::from(*salt)) {
+                        *n += 1;
+                    }
+                }
+                let per_salt = if wanted == total {
+                    wanted_per_salt.clone()
+                } else {
+                    let mut per_salt = vec![0u32; buckets];
                     let index = self.inner.index.read();
                     for other in index.by_metric.get(&metric).into_iter().flatten() {
                         if let Some(o) = index.series.get(other as usize)
@@ -328,12 +336,8 @@ impl Tsdb {
                             *n += 1;
                         }
                     }
-                }
-                for (_, _, salt) in &series {
-                    if let Some(n) = wanted_per_salt.get_mut(usize::from(*salt)) {
-                        *n += 1;
-                    }
-                }
+                    per_salt
+                };
                 let wanted_tags: FxHashSet<Box<[u8]>> = series
                     .iter()
                     .map(|(_, t, _)| t.tag_bytes().into())

@@ -246,14 +246,14 @@ impl UidTable {
         let tagvs = self.maps[UidKind::Tagv.index()].read();
         // `String::from(&str)` copies; `to_string` on an `Arc<str>` would go through `Display`.
         let metric = String::from(&**metrics.name(UidKind::Metric, metric)?);
-        let mut out = Vec::with_capacity(tags.size_hint().0);
-        for (k, v) in tags {
-            out.push((
-                String::from(&**tagks.name(UidKind::Tagk, k)?),
-                String::from(&**tagvs.name(UidKind::Tagv, v)?),
-            ));
-        }
-        let tags = out;
+        let tags = tags
+            .map(|(k, v)| {
+                Ok((
+                    String::from(&**tagks.name(UidKind::Tagk, k)?),
+                    String::from(&**tagvs.name(UidKind::Tagv, v)?),
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok((metric, tags))
     }
 
