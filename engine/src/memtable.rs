@@ -70,10 +70,15 @@ const _: () = assert!(std::mem::size_of::<MemEntry>() == 40);
 /// `column`'s first [`HEAD_LEN`] bytes, zero-padded.
 #[inline]
 fn column_head(column: &[u8]) -> [u8; HEAD_LEN] {
-    let mut h = [0u8; HEAD_LEN];
-    let n = column.len().min(HEAD_LEN);
-    h[..n].copy_from_slice(&column[..n]);
-    h
+    // By cases rather than a copy of `min(len, 4)` bytes: that copy is a `memcpy` call whose
+    // byte stores the following 4-byte load cannot forward from, a stall on every write.
+    match *column {
+        [a, b, c, d, ..] => [a, b, c, d],
+        [a, b, c] => [a, b, c, 0],
+        [a, b] => [a, b, 0, 0],
+        [a] => [a, 0, 0, 0],
+        [] => [0; HEAD_LEN],
+    }
 }
 
 impl MemEntry {
@@ -192,12 +197,31 @@ struct TableRows {
     /// the B-tree lookup was about a quarter of `Tsdb::write`'s time.)
     index: FxHashMap<Bytes, usize>,
     /// Each row's entries, in internal-key order.
-    rows: Vec<Vec<MemEntry>>,
+    rows: Vec<Row>,
+}
+
+/// One row's entries, and a copy of the last of them.
+///
+/// Every write to a row is compared with the row's last entry, which sits at the far end of a
+/// vector of hundreds of entries: reading it there was a cache miss per write, on top of the
+/// one for this header. The copy shares the header's cache line.
+#[derive(Debug)]
+#[repr(align(64))]
+struct Row {
+    entries: Vec<MemEntry>,
+    /// `entries.last()`, kept in step by [`Row::sync_last`].
+    last: Option<MemEntry>,
+}
+
+impl Row {
+    fn sync_last(&mut self) {
+        self.last = self.entries.last().copied();
+    }
 }
 
 impl TableRows {
     fn get(&self, row: &[u8]) -> Option<&Vec<MemEntry>> {
-        self.index.get(row).map(|&i| &self.rows[i])
+        self.index.get(row).map(|&i| &self.rows[i].entries)
     }
 
     /// Rows and their entries in key order, over `range` of row keys.
@@ -207,7 +231,7 @@ impl TableRows {
     ) -> impl Iterator<Item = (&'a Bytes, &'a Vec<MemEntry>)> + 'a {
         self.order
             .range(range)
-            .map(|(row, &i)| (row, &self.rows[i]))
+            .map(|(row, &i)| (row, &self.rows[i].entries))
     }
 }
 
@@ -319,16 +343,21 @@ impl Memtable {
                 added += ROW_OVERHEAD + row.len() as u64;
                 let key = Tables::copy_key(keys, row);
                 let i = rows.rows.len();
-                rows.rows.push(Vec::with_capacity(ROW_INITIAL_ENTRIES));
+                rows.rows.push(Row {
+                    entries: Vec::with_capacity(ROW_INITIAL_ENTRIES),
+                    last: None,
+                });
                 rows.order.insert(key.clone(), i);
                 rows.index.insert(key, i);
                 i
             }
         };
-        let entries = &mut rows.rows[i];
+        let r = &mut rows.rows[i];
         if kind == EntryKind::DeleteRow {
             // Earlier operations of the same batch on this row are overridden.
-            entries.retain(|e| e.kind == EntryKind::DeleteRow || e.seq != seq);
+            r.entries
+                .retain(|e| e.kind == EntryKind::DeleteRow || e.seq != seq);
+            r.sync_last();
         }
         let entry = MemEntry {
             at,
@@ -340,16 +369,21 @@ impl Memtable {
             write_ms,
         };
         let cell = entry.cell();
-        let appends = entries
-            .last()
+        let appends = r
+            .last
             .is_none_or(|last| last.cmp_slot(arena, cell, column, seq).is_lt());
         if appends {
-            entries.push(entry);
+            r.entries.push(entry);
+            r.last = Some(entry);
         } else {
-            match entries.binary_search_by(|e| e.cmp_slot(arena, cell, column, seq)) {
-                Ok(i) => entries[i] = entry,
-                Err(i) => entries.insert(i, entry),
+            match r
+                .entries
+                .binary_search_by(|e| e.cmp_slot(arena, cell, column, seq))
+            {
+                Ok(i) => r.entries[i] = entry,
+                Err(i) => r.entries.insert(i, entry),
             }
+            r.sync_last();
         }
         added
     }
