@@ -207,6 +207,18 @@ pub(crate) fn write_points(
     }
 }
 
+/// As [`write_points`], for points of series resolved beforehand.
+pub(crate) fn write_series(
+    tsdb: &strata_tsdb::Tsdb,
+    points: &[strata_tsdb::SeriesPoint<'_>],
+) -> Vec<strata_tsdb::Result<()>> {
+    if tsdb.write_may_block() {
+        tokio::task::block_in_place(|| tsdb.write_series(points))
+    } else {
+        tsdb.write_series(points)
+    }
+}
+
 /// The storage layer's view of a parsed point; borrows everything.
 pub(crate) fn to_tsdb<'a>(p: &'a strata_ingest::PointRef<'a>) -> PointRef<'a> {
     // A small millisecond value would be read as seconds; [`check_units`] let only whole

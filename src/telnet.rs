@@ -4,12 +4,18 @@
 //! points go to storage in one `Tsdb::write`. The next chunk is read only after that write
 //! returns, so a stalled engine stops the socket from being read (backpressure) instead of
 //! buffering without bound. Replies keep the order of the lines that caused them.
+//!
+//! A connection remembers the series it has sent, by the text of the metric and tags exactly
+//! as sent: clients send a series' tags the same way every time. A line whose text it knows
+//! skips the tag parsing, the name checks and the series lookup, and is written through the
+//! series' [`SeriesHandle`]; any other line takes the full path once.
 
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use strata_ingest::{Command, LineSplitter, parse_command, parse_put_line};
-use strata_tsdb::{ErrorKind, PointRef};
+use rustc_hash::FxHashMap;
+use strata_ingest::{Command, LineSplitter, Num, parse_command, parse_put_head, parse_put_line};
+use strata_tsdb::{ErrorKind, PointRef, SeriesHandle, SeriesPoint, Tsdb, Value};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -18,6 +24,9 @@ use crate::version;
 
 /// Bytes read from the socket at a time. A chunk's puts become one storage write.
 const READ_CHUNK: usize = 64 << 10;
+/// Series one connection remembers; past this it forgets them all and starts again. A
+/// remembered series costs its text and a handle, a few hundred bytes.
+const MAX_KNOWN_SERIES: usize = 1 << 16;
 
 /// Serves telnet commands until the client closes the connection, sends `exit`, or the server
 /// shuts down.
@@ -28,14 +37,7 @@ pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> 
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     // The lines of one read, kept between reads; put lines move from here into the session.
     let mut lines: Vec<Bytes> = Vec::new();
-    let mut session = Session {
-        shared: shared.clone(),
-        puts: Vec::new(),
-        reply: String::new(),
-        writable: true,
-        parsed_buf: Vec::new(),
-        points_buf: Vec::new(),
-    };
+    let mut session = Session::new(shared.clone());
     loop {
         // A read error (a reset) ends the connection like a close does, and the whole lines
         // read before it are still stored; an unterminated tail is dropped then, as it may be
@@ -93,10 +95,74 @@ struct Session {
     /// never read replies (`shared/spec/README.md`), so a failed write must not stop the lines
     /// already on their way from being stored: the connection keeps reading until EOF.
     writable: bool,
-    /// The parsed points' buffer, kept empty between batches (see [`recycle`]).
-    parsed_buf: Vec<strata_ingest::PointRef<'static>>,
+    /// The parsed points' buffer (with their line numbers), kept empty between batches (see
+    /// [`recycle`]).
+    parsed_buf: Vec<(usize, strata_ingest::PointRef<'static>)>,
     /// The storage points' buffer, kept empty between batches.
     points_buf: Vec<PointRef<'static>>,
+    /// The series this connection has sent.
+    known: KnownSeries,
+    /// Points of known series, kept empty between batches.
+    known_buf: Vec<KnownPoint>,
+    /// Their storage form, kept empty between batches.
+    handle_buf: Vec<SeriesPoint<'static>>,
+    /// A line's series text, as [`KnownSeries`] keys it.
+    key: Vec<u8>,
+}
+
+/// Series a connection has sent: `metric ' ' tags`, as sent, to a handle.
+#[derive(Default)]
+struct KnownSeries {
+    /// The [`Tsdb::series_epoch`] the handles were made in.
+    epoch: u64,
+    index: FxHashMap<Box<[u8]>, u32>,
+    handles: Vec<SeriesHandle>,
+}
+
+impl KnownSeries {
+    /// Forgets every series if their handles may be stale.
+    fn check_epoch(&mut self, epoch: u64) {
+        if epoch != self.epoch {
+            self.index.clear();
+            self.handles.clear();
+            self.epoch = epoch;
+        }
+    }
+
+    /// Remembers the series of `key`; returns its number.
+    fn add(&mut self, key: &[u8], handle: SeriesHandle) -> u32 {
+        if self.handles.len() >= MAX_KNOWN_SERIES {
+            self.index.clear();
+            self.handles.clear();
+        }
+        let at = self.handles.len() as u32;
+        self.handles.push(handle);
+        self.index.insert(key.into(), at);
+        at
+    }
+}
+
+/// A point of a known series, and the line it came from.
+struct KnownPoint {
+    line: usize,
+    series: u32,
+    timestamp: i64,
+    value: Value,
+}
+
+/// `metric ' ' tags` into `out`: a series' text, without the timestamp and value between.
+fn series_text(metric: &[u8], tags: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(metric);
+    out.push(b' ');
+    out.extend_from_slice(tags);
+}
+
+fn to_value(n: Num) -> Value {
+    match n {
+        Num::Int(i) => Value::Int(i),
+        Num::Float(f) => Value::Float(f),
+    }
 }
 
 /// An empty vector on `v`'s allocation, for elements of another lifetime: a batch's points
@@ -113,6 +179,21 @@ fn recycle<T, U>(mut v: Vec<T>) -> Vec<U> {
 }
 
 impl Session {
+    fn new(shared: Arc<Shared>) -> Session {
+        Session {
+            shared,
+            puts: Vec::new(),
+            reply: String::new(),
+            writable: true,
+            parsed_buf: Vec::new(),
+            points_buf: Vec::new(),
+            known: KnownSeries::default(),
+            known_buf: Vec::new(),
+            handle_buf: Vec::new(),
+            key: Vec::new(),
+        }
+    }
+
     /// Handles lines in order. Returns false when the connection should close.
     async fn handle_lines<W: AsyncWrite + Unpin>(
         &mut self,
@@ -167,47 +248,106 @@ impl Session {
         self.reply.clear();
     }
 
-    /// Parses the waiting put lines and writes their good points in one batch.
+    /// Parses the waiting put lines and writes their good points: those of known series in
+    /// one batch, the others in another.
     fn flush_puts(&mut self) {
         if self.puts.is_empty() {
             return;
         }
+        let tsdb: &Tsdb = &self.shared.tsdb;
         let cfg = &self.shared.parse;
         let counters = &self.shared.metrics.telnet;
         counters.received.inc_by(self.puts.len() as u64);
-        let mut parsed: Vec<strata_ingest::PointRef<'_>> =
+        let known = &mut self.known;
+        known.check_epoch(tsdb.series_epoch());
+        let mut parsed: Vec<(usize, strata_ingest::PointRef<'_>)> =
             recycle(std::mem::take(&mut self.parsed_buf));
-        parsed.reserve(self.puts.len());
-        for line in &self.puts {
-            match parse_put_line(line, cfg).and_then(crate::put::check_units) {
-                Ok(p) => parsed.push(p),
+        let mut known_points = std::mem::take(&mut self.known_buf);
+        let key = &mut self.key;
+        // Each refused line's reply, by line: parse errors are found here, storage errors
+        // after the writes, and replies keep the order of the lines.
+        let mut failed: Vec<(usize, String)> = Vec::new();
+        for (i, line) in self.puts.iter().enumerate() {
+            let head = parse_put_head(line);
+            if let Some(h) = &head {
+                series_text(h.metric, h.tags, key);
+                if let Some(&series) = known.index.get(&key[..]) {
+                    known_points.push(KnownPoint {
+                        line: i,
+                        series,
+                        timestamp: h.timestamp,
+                        value: to_value(h.value),
+                    });
+                    continue;
+                }
+            }
+            let p = match parse_put_line(line, cfg).and_then(crate::put::check_units) {
+                Ok(p) => p,
                 Err(e) => {
                     counters.rejected(crate::metrics::put_error_reason(&e));
-                    self.reply.push_str(&e.to_string());
-                    self.reply.push('\n');
+                    failed.push((i, e.reply_line()));
+                    continue;
+                }
+            };
+            // A series seen for the first time: remembered if storage takes its names, by
+            // the text `key` still holds. (If it does not, the write below says why.)
+            if let Some(h) = head
+                && let Ok(handle) = tsdb.series_handle(p.metric, p.tags.as_slice())
+            {
+                known_points.push(KnownPoint {
+                    line: i,
+                    series: known.add(key, handle),
+                    timestamp: h.timestamp,
+                    value: to_value(h.value),
+                });
+                continue;
+            }
+            parsed.push((i, p));
+        }
+        let mut stored = 0;
+        let mut refused = |line: usize, e: strata_tsdb::Error| {
+            counters.rejected(crate::metrics::tsdb_error_reason(&e));
+            let prefix = match e.kind() {
+                ErrorKind::Client => "put: illegal argument: ",
+                ErrorKind::NotFound => "put: unknown metric: ",
+                _ => "put: storage error: ",
+            };
+            failed.push((line, format!("{prefix}{e}\n")));
+        };
+        let mut by_handle: Vec<SeriesPoint<'_>> = recycle(std::mem::take(&mut self.handle_buf));
+        by_handle.extend(known_points.iter().map(|k| SeriesPoint {
+            series: &known.handles[k.series as usize],
+            timestamp: k.timestamp,
+            value: k.value,
+        }));
+        if !by_handle.is_empty() {
+            let results = crate::put::write_series(tsdb, &by_handle);
+            for (k, r) in known_points.iter().zip(results) {
+                match r {
+                    Ok(()) => stored += 1,
+                    Err(e) => refused(k.line, e),
                 }
             }
         }
         let mut points: Vec<PointRef<'_>> = recycle(std::mem::take(&mut self.points_buf));
-        points.extend(parsed.iter().map(crate::put::to_tsdb));
-        let results = crate::put::write_points(&self.shared.tsdb, &points);
-        let mut stored = 0;
-        for r in results {
-            if let Err(e) = r {
-                counters.rejected(crate::metrics::tsdb_error_reason(&e));
-                let prefix = match e.kind() {
-                    ErrorKind::Client => "put: illegal argument: ",
-                    ErrorKind::NotFound => "put: unknown metric: ",
-                    _ => "put: storage error: ",
-                };
-                self.reply.push_str(prefix);
-                self.reply.push_str(&e.to_string());
-                self.reply.push('\n');
-            } else {
-                stored += 1;
+        points.extend(parsed.iter().map(|(_, p)| crate::put::to_tsdb(p)));
+        if !points.is_empty() {
+            let results = crate::put::write_points(tsdb, &points);
+            for ((line, _), r) in parsed.iter().zip(results) {
+                match r {
+                    Ok(()) => stored += 1,
+                    Err(e) => refused(*line, e),
+                }
             }
         }
+        failed.sort_by_key(|(line, _)| *line);
+        for (_, reply) in failed {
+            self.reply.push_str(&reply);
+        }
         counters.stored.inc_by(stored);
+        self.handle_buf = recycle(by_handle);
+        known_points.clear();
+        self.known_buf = known_points;
         self.points_buf = recycle(points);
         self.parsed_buf = recycle(parsed);
         self.puts.clear();
@@ -266,14 +406,7 @@ mod tests {
             metrics: Metrics::new()?,
             host: "test".into(),
         });
-        let mut session = Session {
-            shared,
-            puts: Vec::new(),
-            reply: String::new(),
-            writable: true,
-            parsed_buf: Vec::new(),
-            points_buf: Vec::new(),
-        };
+        let mut session = Session::new(shared);
         let line = |s: &'static str| Bytes::from_static(s.as_bytes());
         let mut peer = Gone;
         // A bad line makes a reply, which fails to go out.

@@ -23,7 +23,8 @@ pub use line_splitter::LineSplitter;
 pub use point::{MAX_INLINE_TAGS, MAX_TIMESTAMP_MS, Num, PointRef, Tags, is_millis};
 pub use put_response::{PutResponse, ReplyMode, error_json};
 pub use telnet::{
-    COMMAND_NAMES, Command, help_reply, parse_command, parse_put_line, unknown_command_reply,
+    COMMAND_NAMES, Command, PutHead, help_reply, parse_command, parse_put_head, parse_put_line,
+    unknown_command_reply,
 };
 
 #[cfg(test)]

@@ -73,6 +73,37 @@ proptest! {
         }
     }
 
+    /// `parse_put_head`'s promise: a line it takes, whose metric and tag text some line the
+    /// full parser took also had, parses fully to that line's names with the head's
+    /// timestamp and value.
+    #[test]
+    fn put_head_agrees_with_the_full_parser(
+        metric in "[a-z0-9._/-]{0,6}|[a-z]{1,3}[=+][a-z]{1,3}|é",
+        tags in "([a-z]{1,3}=[a-z0-9]{1,3}| |=|é|a=b=c){0,8}",
+        ts1 in "[0-9]{10}",
+        ts2 in "[0-9]{1,14}|-[0-9]{1,3}|[0-9]{10}\\.[0-9]{1,4}|0|\\+1|",
+        value in "-?[0-9]{1,20}|-?[0-9]{0,17}\\.[0-9]{0,17}|[0-9]e[0-9]|\\+1|NaN|Infinity|-|",
+        tail in "|\\r|\\n|\\r\\n",
+    ) {
+        let cfg = ParseConfig::default();
+        let seen = format!("put {metric} {ts1} 1 {tags}");
+        let line = format!("put {metric} {ts2} {value} {tags}{tail}");
+        let head = crate::parse_put_head(line.as_bytes());
+        if let Some(h) = head {
+            prop_assert_eq!(h.metric, metric.as_bytes());
+            prop_assert_eq!(h.tags, tags.as_bytes());
+        }
+        if let (Some(h), Ok(known)) = (head, parse_put_line(seen.as_bytes(), &cfg)) {
+            let full = parse_put_line(line.as_bytes(), &cfg);
+            prop_assert!(full.is_ok(), "{:?} for {:?} after {:?}", full, line, seen);
+            if let Ok(p) = full {
+                prop_assert_eq!(p.metric, known.metric);
+                prop_assert_eq!(p.tags, known.tags);
+                prop_assert_eq!((p.timestamp, p.millis, p.value), (h.timestamp, h.millis, h.value));
+            }
+        }
+    }
+
     #[test]
     fn put_line_never_panics_on_plausible_lines(
         words in proptest::collection::vec("[a-z0-9=.+eE -]{0,8}|1e400|NaN|[=]{0,3}", 0..14)

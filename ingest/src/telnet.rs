@@ -363,6 +363,73 @@ pub(crate) fn parse_put_fast<'a>(line: &'a str, cfg: &ParseConfig) -> Option<Poi
     })
 }
 
+/// The parts of a `put` line that change from point to point, and the text that names its
+/// series; see [`parse_put_head`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PutHead<'a> {
+    /// The bytes between `put ` and the next space, unchecked.
+    pub metric: &'a [u8],
+    /// The timestamp, in seconds or milliseconds by magnitude, as [`PointRef::timestamp`].
+    pub timestamp: i64,
+    /// Whether the timestamp is in milliseconds.
+    pub millis: bool,
+    /// The value: always a finite number.
+    pub value: Num,
+    /// Everything after the value's space, terminator removed: the tags as sent, unchecked.
+    pub tags: &'a [u8],
+}
+
+/// Splits a `put` line into metric, timestamp, value and tag text, without looking at the
+/// names: for a caller that has seen the same metric and tag text in a line that
+/// [`parse_put_line`] took.
+///
+/// The promise: if this takes a line, and [`parse_put_line`] takes some line with the same
+/// metric and tag text, then it takes this line too, to the metric and tags of that line and
+/// the timestamp and value given here. The checks that do not depend on the names are all made
+/// here, and only plain forms are taken: a timestamp of 1 to 13 digits that is positive and
+/// within both OpenTSDB's range and that of a row's 32-bit base time, and a value that
+/// [`parse_put_line`] reads the same way.
+pub fn parse_put_head(line: &[u8]) -> Option<PutHead<'_>> {
+    let b = strip_terminator(line).strip_prefix(b"put ")?;
+    let space = |from: &[u8]| from.iter().position(|&c| c == b' ');
+    let m = space(b)?;
+    let metric = &b[..m];
+    let rest = &b[m + 1..];
+    let t = space(rest)?;
+    let ts = &rest[..t];
+    if ts.is_empty() || ts.len() > 13 || !ts.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let timestamp = ts
+        .iter()
+        .fold(0i64, |acc, &d| acc * 10 + i64::from(d - b'0'));
+    let millis = is_millis(timestamp);
+    let in_range = if millis {
+        timestamp <= MAX_TIMESTAMP_MS && timestamp / 1000 <= i64::from(u32::MAX)
+    } else {
+        timestamp > 0
+    };
+    if !in_range {
+        return None;
+    }
+    let rest = &rest[t + 1..];
+    let v = space(rest)?;
+    // ASCII digits, `-` and `.` only: a valid `str`.
+    let value = std::str::from_utf8(&rest[..v]).ok().and_then(fast_value)?;
+    if let Num::Float(f) = value
+        && !f.is_finite()
+    {
+        return None;
+    }
+    Some(PutHead {
+        metric,
+        timestamp,
+        millis,
+        value,
+        tags: &rest[v + 1..],
+    })
+}
+
 /// A `put` value the fast path takes: `[-]digits` (at most 18) or a plain decimal.
 fn fast_value(tok: &str) -> Option<Num> {
     let digits = tok.strip_prefix('-').unwrap_or(tok).as_bytes();

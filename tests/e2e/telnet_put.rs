@@ -143,3 +143,64 @@ fn kill_9_loses_nothing_acknowledged_with_fsync_always() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A connection remembers the series it sent by their text: such lines skip the name checks,
+/// so a rename must make it forget them, and replies still come in line order when storage
+/// refuses a line that parsed.
+#[test]
+fn known_series_follow_a_rename_and_replies_keep_line_order() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Server::start_in(dir.path(), &[])?;
+    let mut conn = server.connect()?;
+    let mut reader = BufReader::new(conn.try_clone()?);
+    conn.write_all(b"put m.known 1356998400 1 host=a\n")?;
+    assert!(barrier(&mut conn, &mut reader)?.is_empty());
+    // Known now: taken without its names being looked at again.
+    conn.write_all(b"put m.known 1356998410 2 host=a\n")?;
+    assert!(barrier(&mut conn, &mut reader)?.is_empty());
+    let (status, body) = server.http(
+        "POST",
+        "/api/uid/rename",
+        br#"{"metric":"m.known","name":"m.renamed"}"#,
+    )?;
+    assert_eq!(status, 200, "{body}");
+    // The same text now names a new metric.
+    conn.write_all(b"put m.known 1356998420 3 host=a\n")?;
+    // Storage refuses the first line (a name OpenTSDB does not allow), the parser the
+    // second; the replies come in that order.
+    conn.write_all(b"put m|bad 1356998400 1 host=a\n")?;
+    conn.write_all(b"put m.known 1356998430 x host=a\n")?;
+    conn.write_all(b"put m.known 1356998440 5 host=a\n")?;
+    let errors = barrier(&mut conn, &mut reader)?;
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[0].contains("m|bad"), "{errors:?}");
+    assert_eq!(
+        errors[1],
+        "put: invalid value: Invalid character 'x' in x\n"
+    );
+    drop(conn);
+    let status = server.stop()?;
+    assert!(status.success(), "strata exited with {status:?}");
+    let host_a = vec![("host".to_string(), "a".to_string())];
+    assert_eq!(
+        read_all(dir.path(), "m.renamed")?,
+        vec![(
+            host_a.clone(),
+            vec![
+                (1_356_998_400_000, Value::Int(1)),
+                (1_356_998_410_000, Value::Int(2))
+            ]
+        )]
+    );
+    assert_eq!(
+        read_all(dir.path(), "m.known")?,
+        vec![(
+            host_a,
+            vec![
+                (1_356_998_420_000, Value::Int(3)),
+                (1_356_998_440_000, Value::Int(5))
+            ]
+        )]
+    );
+    Ok(())
+}

@@ -32,7 +32,7 @@ pub use read::SeriesPoints;
 pub use rowcompact::{RowCompactStats, RowCompactor};
 pub use rowkey::{ROW_SPAN_SECS, RowKey, Tsuid, salt_of};
 pub use stats::TsdbStats;
-pub use tsdb::{SeriesInfo, Tsdb, TsdbOptions};
+pub use tsdb::{SeriesHandle, SeriesInfo, SeriesPoint, Tsdb, TsdbOptions};
 pub use uid::{MAX_UID, Uid, UidKind};
 pub use validate::NameRules;
 

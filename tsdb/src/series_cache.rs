@@ -62,6 +62,9 @@ impl CachedSeries {
 pub(crate) struct SeriesCache {
     map: RwLock<FxHashMap<Box<[u8]>, Arc<CachedSeries>>>,
     max_entries: usize,
+    /// Counts [`SeriesCache::clear`]s: entries handed out before one may be wrong. (Dropping
+    /// entries at the bound does not count; those entries stay right.)
+    epoch: AtomicU64,
 }
 
 impl SeriesCache {
@@ -69,6 +72,7 @@ impl SeriesCache {
         SeriesCache {
             map: RwLock::new(FxHashMap::default()),
             max_entries,
+            epoch: AtomicU64::new(0),
         }
     }
 
@@ -104,9 +108,16 @@ impl SeriesCache {
         e
     }
 
-    /// Drops every entry.
+    /// Drops every entry, as they may now be wrong, and starts a new epoch.
     pub(crate) fn clear(&self) {
-        self.map.write().clear();
+        let mut map = self.map.write();
+        map.clear();
+        self.epoch.fetch_add(1, Ordering::Release);
+    }
+
+    /// The number of [`SeriesCache::clear`]s so far.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
     }
 }
 
@@ -198,7 +209,13 @@ mod tests {
         cache.insert(&k3, tsuid(3), 0);
         assert!(cache.get(&k).is_none(), "cleared at the bound");
         assert!(cache.get(&k3).is_some());
+        assert_eq!(
+            cache.epoch(),
+            0,
+            "dropping entries at the bound keeps the epoch"
+        );
         cache.clear();
         assert!(cache.get(&k3).is_none());
+        assert_eq!(cache.epoch(), 1);
     }
 }

@@ -169,11 +169,45 @@ pub(crate) struct Inner {
     pub(crate) stats: Stats,
 }
 
-struct Prepared {
-    series: Arc<CachedSeries>,
+/// A validated point, ready to commit. `R` is how it holds its series: an `Arc` from the series
+/// cache, or a borrow of a caller's [`SeriesHandle`].
+struct Prepared<R> {
+    series: R,
     ts_ms: i64,
     value: Value,
     enc: EncodedValue,
+}
+
+/// A series resolved once, for writing many points to it without naming it again
+/// ([`Tsdb::series_handle`], [`Tsdb::write_series`]).
+///
+/// A handle stays right until the names it was made from may resolve differently: a UID
+/// rename or a delete changes [`Tsdb::series_epoch`], and a holder of handles drops them then.
+#[derive(Debug, Clone)]
+pub struct SeriesHandle {
+    series: Arc<CachedSeries>,
+    /// The metric and tags as resolved, for error messages.
+    metric: Box<str>,
+    tags: Box<[(String, String)]>,
+    epoch: u64,
+}
+
+impl SeriesHandle {
+    /// The [`Tsdb::series_epoch`] the handle was made in.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+}
+
+/// A point of a series resolved beforehand (see [`SeriesHandle`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SeriesPoint<'a> {
+    /// The series.
+    pub series: &'a SeriesHandle,
+    /// Timestamp as sent: seconds when `<= 0xFFFFFFFF`, else milliseconds.
+    pub timestamp: i64,
+    /// The value.
+    pub value: Value,
 }
 
 impl Tsdb {
@@ -256,40 +290,109 @@ impl Tsdb {
         self.write_inner(points, true)
     }
 
+    /// Validates a point's metric and tags as [`Tsdb::write`] does, creating UIDs as it would,
+    /// and returns a handle to the series for [`Tsdb::write_series`].
+    pub fn series_handle<S: AsRef<str>>(
+        &self,
+        metric: &str,
+        tags: &[(S, S)],
+    ) -> Result<SeriesHandle> {
+        // Read before resolving: a rename in between leaves the handle already stale.
+        let epoch = self.series_epoch();
+        let mut key = Vec::with_capacity(128);
+        raw_key(metric, tags, &mut key);
+        let cached = self.inner.series_cache.reader().get(&key);
+        let series = match cached {
+            Some(s) => s,
+            None => {
+                let tsuid = self.resolve_series(metric, tags)?;
+                let salt = salt_of(&tsuid, self.inner.buckets);
+                self.inner.series_cache.insert(&key, tsuid, salt)
+            }
+        };
+        Ok(SeriesHandle {
+            series,
+            metric: metric.into(),
+            tags: tags
+                .iter()
+                .map(|(k, v)| (k.as_ref().to_owned(), v.as_ref().to_owned()))
+                .collect(),
+            epoch,
+        })
+    }
+
+    /// Changes whenever a [`SeriesHandle`] made before may no longer be right.
+    pub fn series_epoch(&self) -> u64 {
+        self.inner.series_cache.epoch()
+    }
+
+    /// As [`Tsdb::write`], for points of series resolved beforehand: no names to look up.
+    pub fn write_series(&self, points: &[SeriesPoint<'_>]) -> Vec<Result<()>> {
+        let prepared = points
+            .iter()
+            .map(|p| {
+                let h = p.series;
+                let enc = prepare_value(p.value, p.timestamp, &h.metric)?;
+                let ts_ms = timestamp_to_ms(p.timestamp, &h.metric, &h.tags, || enc.describe())?;
+                Ok(Prepared {
+                    series: &*h.series,
+                    ts_ms,
+                    value: p.value,
+                    enc,
+                })
+            })
+            .collect();
+        self.commit(prepared, false)
+    }
+
     fn write_inner<S: AsRef<str>>(
         &self,
         points: &[PointRef<'_, S>],
         sync: bool,
     ) -> Vec<Result<()>> {
+        self.commit(self.prepare_all(points), sync)
+    }
+
+    /// Writes prepared points in one engine batch; see [`Tsdb::write`].
+    fn commit<R: std::ops::Deref<Target = CachedSeries>>(
+        &self,
+        prepared: Vec<Result<Prepared<R>>>,
+        sync: bool,
+    ) -> Vec<Result<()>> {
         let inner = &*self.inner;
-        let prepared = self.prepare_all(points);
+        let n = prepared.len();
         let now_ms = inner.opts.clock.now_ms();
         let grace_ms = inner.opts.rowcompact_grace.as_millis() as u64;
         let state = inner.write_lock.lock();
         let epoch = state.marker_epoch;
         // A data cell is a rowkey (40-odd bytes), a 3-byte column, a value and a few length
         // bytes; room for that per point spares the batch its doublings.
-        let mut batch = WriteBatch::with_capacity(points.len() * 64);
+        let mut batch = WriteBatch::with_capacity(n * 64);
         let mut new_series: Vec<Tsuid> = Vec::new();
         let mut new_ids: FxHashMap<Tsuid, u32> = FxHashMap::default();
         // Most points of a batch are of distinct series: sized once, never rehashed.
         let mut lasts: FxHashMap<u32, LastUpdate> =
-            FxHashMap::with_capacity_and_hasher(points.len(), Default::default());
-        let mut marked: Vec<Arc<CachedSeries>> = Vec::new();
+            FxHashMap::with_capacity_and_hasher(n, Default::default());
+        let mut marked: Vec<&CachedSeries> = Vec::new();
         let mut rowkey: Vec<u8> = Vec::with_capacity(64);
         let mut ok = 0u64;
-        let mut results: Vec<Result<()>> = Vec::with_capacity(points.len());
+        // Each point's result, `Ok` until its commit says otherwise; the good points are kept
+        // with their place, as the dirty markers noted below borrow their series.
+        let mut results: Vec<Result<()>> = Vec::with_capacity(n);
+        let mut ready: Vec<(usize, Prepared<R>)> = Vec::with_capacity(n);
+        for p in prepared {
+            match p {
+                Ok(p) => {
+                    ready.push((results.len(), p));
+                    results.push(Ok(()));
+                }
+                Err(e) => results.push(Err(e)),
+            }
+        }
         {
             let index = inner.index.read();
-            for p in prepared {
-                let p = match p {
-                    Ok(p) => p,
-                    Err(e) => {
-                        results.push(Err(e));
-                        continue;
-                    }
-                };
-                let series = &p.series;
+            for (at, p) in &ready {
+                let series: &CachedSeries = &p.series;
                 let id = match series.id() {
                     Some(id) => id,
                     None => match index.id(&series.tsuid) {
@@ -302,7 +405,7 @@ impl Tsdb {
                             None => {
                                 let next = index.len() as u64 + new_series.len() as u64;
                                 let Ok(id) = u32::try_from(next) else {
-                                    results.push(Err(Error::SeriesExhausted { count: next }));
+                                    results[*at] = Err(Error::SeriesExhausted { count: next });
                                     continue;
                                 };
                                 new_ids.insert(series.tsuid.clone(), id);
@@ -335,7 +438,7 @@ impl Tsdb {
                         &now_ms.to_be_bytes(),
                     );
                     series.set_marked(base, epoch);
-                    marked.push(p.series.clone());
+                    marked.push(series);
                 }
                 let current = match lasts.get(&id) {
                     Some(u) => Some(u.point),
@@ -353,7 +456,6 @@ impl Tsdb {
                     u.new_row |= new_row;
                 }
                 ok += 1;
-                results.push(Ok(()));
             }
         }
         if ok == 0 {
@@ -434,23 +536,17 @@ impl Tsdb {
     }
 
     /// Validates and resolves every point, through the series cache.
-    fn prepare_all<S: AsRef<str>>(&self, points: &[PointRef<'_, S>]) -> Vec<Result<Prepared>> {
+    fn prepare_all<S: AsRef<str>>(
+        &self,
+        points: &[PointRef<'_, S>],
+    ) -> Vec<Result<Prepared<Arc<CachedSeries>>>> {
         let mut key = Vec::with_capacity(128);
         // One read lock for the whole batch; released only to add a series.
         let mut cache = Some(self.inner.series_cache.reader());
         points
             .iter()
             .map(|p| {
-                let enc = encode_value(p.value);
-                if let Value::Float(f) = p.value
-                    && !f.is_finite()
-                {
-                    return Err(Error::NotFinite {
-                        value: f,
-                        metric: p.metric.to_string(),
-                        timestamp: p.timestamp,
-                    });
-                }
+                let enc = prepare_value(p.value, p.timestamp, p.metric)?;
                 let ts_ms = timestamp_to_ms(p.timestamp, p.metric, p.tags, || enc.describe())?;
                 raw_key(p.metric, p.tags, &mut key);
                 let cached = cache
@@ -460,7 +556,7 @@ impl Tsdb {
                     Some(s) => s,
                     None => {
                         cache = None;
-                        let tsuid = self.resolve_series(p)?;
+                        let tsuid = self.resolve_series(p.metric, p.tags)?;
                         let salt = salt_of(&tsuid, self.inner.buckets);
                         self.inner.series_cache.insert(&key, tsuid, salt)
                     }
@@ -476,16 +572,16 @@ impl Tsdb {
     }
 
     /// Validates a point's names in OpenTSDB's order and resolves its UIDs.
-    fn resolve_series<S: AsRef<str>>(&self, p: &PointRef<'_, S>) -> Result<Tsuid> {
+    fn resolve_series<S: AsRef<str>>(&self, metric: &str, tags: &[(S, S)]) -> Result<Tsuid> {
         let o = &self.inner.opts;
-        check_tag_set(p.metric, p.tags, o.max_tags)?;
-        o.name_rules.check_metric(p.metric)?;
-        for (k, v) in p.tags {
+        check_tag_set(metric, tags, o.max_tags)?;
+        o.name_rules.check_metric(metric)?;
+        for (k, v) in tags {
             o.name_rules.check_tag(k.as_ref(), v.as_ref())?;
         }
-        let metric = self.resolve(UidKind::Metric, p.metric, o.auto_create_metrics)?;
-        let mut pairs = Vec::with_capacity(p.tags.len());
-        for (k, v) in p.tags {
+        let metric = self.resolve(UidKind::Metric, metric, o.auto_create_metrics)?;
+        let mut pairs = Vec::with_capacity(tags.len());
+        for (k, v) in tags {
             pairs.push((
                 self.resolve(UidKind::Tagk, k.as_ref(), o.auto_create_tagks)?,
                 self.resolve(UidKind::Tagv, v.as_ref(), o.auto_create_tagvs)?,
@@ -705,12 +801,111 @@ impl Tsdb {
     }
 }
 
+/// A point's value encoded for its cell, or OpenTSDB's error for a value it cannot store.
+fn prepare_value(value: Value, timestamp: i64, metric: &str) -> Result<EncodedValue> {
+    if let Value::Float(f) = value
+        && !f.is_finite()
+    {
+        return Err(Error::NotFinite {
+            value: f,
+            metric: metric.to_string(),
+            timestamp,
+        });
+    }
+    Ok(encode_value(value))
+}
+
 #[cfg(test)]
 mod tests {
     use strata_engine::ScanOptions;
 
     use super::*;
     use crate::rowkey::RowKey;
+
+    /// Points written through a [`SeriesHandle`] read back as the same points written by
+    /// name; a handle's errors name its series; a rename starts a new series epoch.
+    #[test]
+    fn series_handles_write_what_names_write() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let db = Tsdb::open(dir.path(), TsdbOptions::default())?;
+        let hour = 1_356_998_400;
+        let tags = [("host", "a"), ("dc", "x")];
+        let by_name: Vec<PointRef<'_>> = (0..3)
+            .map(|i| PointRef {
+                metric: "m",
+                tags: &tags,
+                timestamp: hour + i,
+                value: Value::Int(i),
+            })
+            .collect();
+        for r in db.write(&by_name) {
+            r?;
+        }
+        let h = db.series_handle("m", &tags)?;
+        let h2 = db.series_handle("m2", &[("host", "a")])?;
+        assert_eq!(h.epoch(), db.series_epoch());
+        let by_handle = [
+            SeriesPoint {
+                series: &h,
+                timestamp: (hour + 3) * 1000 + 500,
+                value: Value::Float(1.5),
+            },
+            SeriesPoint {
+                series: &h2,
+                timestamp: hour,
+                value: Value::Float(f64::NAN),
+            },
+            SeriesPoint {
+                series: &h2,
+                timestamp: hour + 7200,
+                value: Value::Int(-4),
+            },
+            SeriesPoint {
+                series: &h,
+                timestamp: -1,
+                value: Value::Int(0),
+            },
+        ];
+        let results = db.write_series(&by_handle);
+        assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+        let nan = results[1].as_ref().err().map(ToString::to_string);
+        assert!(nan.is_some_and(|m| m.contains("m2")), "{:?}", results[1]);
+        let neg = results[3].as_ref().err().map(ToString::to_string);
+        assert!(
+            neg.is_some_and(|m| m.contains("host=a") && m.contains("dc=x")),
+            "{:?}",
+            results[3]
+        );
+        let read = db.read("m", &[], 0, i64::MAX)?;
+        assert_eq!(read.len(), 1);
+        assert_eq!(
+            read[0].points,
+            vec![
+                (hour * 1000, Value::Int(0)),
+                (hour * 1000 + 1000, Value::Int(1)),
+                (hour * 1000 + 2000, Value::Int(2)),
+                (hour * 1000 + 3500, Value::Float(1.5)),
+            ]
+        );
+        let read2 = db.read("m2", &[], 0, i64::MAX)?;
+        assert_eq!(read2.len(), 1);
+        assert_eq!(
+            read2[0].points,
+            vec![((hour + 7200) * 1000, Value::Int(-4))]
+        );
+        assert_eq!(
+            db.series_info(1)?.and_then(|s| s.last),
+            Some(((hour + 7200) * 1000, Value::Int(-4))),
+            "the newest point is tracked as for writes by name"
+        );
+        // Invalid names are refused as a write refuses them, and create nothing.
+        assert!(db.series_handle("m", &[] as &[(&str, &str)]).is_err());
+        assert!(db.series_handle("bad metric", &[("k", "v")]).is_err());
+        assert_eq!(db.series_count(), 2);
+        db.rename_uid(UidKind::Tagv, "a", "b")?;
+        assert_ne!(h.epoch(), db.series_epoch(), "a rename makes handles stale");
+        Ok(())
+    }
 
     #[test]
     fn dirty_markers_are_written_with_the_points_and_survive_reopen() -> Result<()> {
