@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use rustc_hash::FxHashMap;
 use strata_ingest::{Command, LineSplitter, Num, parse_command, parse_put_head, parse_put_line};
 use strata_tsdb::{ErrorKind, PointRef, SeriesHandle, SeriesPoint, Tsdb, Value};
@@ -35,8 +35,10 @@ pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> 
     let mut shutdown = shared.shutdown.clone();
     let mut splitter = LineSplitter::new(shared.config.max_line_bytes);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
-    // The lines of one read, kept between reads; put lines move from here into the session.
-    let mut lines: Vec<Bytes> = Vec::new();
+    // The lines of one read: their ranges in the read's chunk, and the slices (an empty
+    // vector between reads; see [`recycle`]).
+    let mut ranges = Vec::new();
+    let mut lines_buf: Vec<&'static [u8]> = Vec::new();
     let mut session = Session::new(shared.clone());
     loop {
         // A read error (a reset) ends the connection like a close does, and the whole lines
@@ -50,27 +52,20 @@ pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> 
             _ = shutdown.changed() => (0, false),
         };
         let eof = n == 0;
-        lines.clear();
-        let mut too_long = None;
-        loop {
-            match splitter.next_line(&mut buf) {
-                Ok(Some(line)) => lines.push(line),
-                Ok(None) => break,
-                Err(e) => {
-                    too_long = Some(e);
-                    break;
-                }
-            }
-        }
+        let (chunk, mut too_long) = splitter.split(&mut buf, &mut ranges);
+        let mut last = None;
         if eof && !reset && too_long.is_none() {
             // Clients may close right after a last line that has no terminator.
             match splitter.finish(&mut buf) {
-                Ok(Some(line)) => lines.push(line),
-                Ok(None) => {}
+                Ok(line) => last = line,
                 Err(e) => too_long = Some(e),
             }
         }
-        let keep_going = session.handle_lines(&mut lines, &mut write).await;
+        let mut lines: Vec<&[u8]> = recycle(std::mem::take(&mut lines_buf));
+        lines.extend(ranges.iter().map(|r| &chunk[r.clone()]));
+        lines.extend(last.as_deref());
+        let keep_going = session.handle_lines(&lines, &mut write).await;
+        lines_buf = recycle(lines);
         if let Some(e) = too_long {
             session.reply.push_str(&format!("{e}\n"));
             session.send(&mut write).await;
@@ -87,8 +82,9 @@ pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> 
 
 struct Session {
     shared: Arc<Shared>,
-    /// Put lines waiting for the next storage write.
-    puts: Vec<Bytes>,
+    /// Put lines waiting for the next storage write: an empty vector between calls of
+    /// [`Session::handle_lines`] (see [`recycle`]).
+    puts_buf: Vec<&'static [u8]>,
     /// Reply text waiting to be sent.
     reply: String,
     /// False once a reply could not be sent. Senders that close right after their last line
@@ -182,7 +178,7 @@ impl Session {
     fn new(shared: Arc<Shared>) -> Session {
         Session {
             shared,
-            puts: Vec::new(),
+            puts_buf: Vec::new(),
             reply: String::new(),
             writable: true,
             parsed_buf: Vec::new(),
@@ -197,7 +193,7 @@ impl Session {
     /// Handles lines in order. Returns false when the connection should close.
     async fn handle_lines<W: AsyncWrite + Unpin>(
         &mut self,
-        lines: &mut Vec<Bytes>,
+        lines: &[&[u8]],
         write: &mut W,
     ) -> bool {
         let mut open = true;
@@ -205,13 +201,15 @@ impl Session {
             .metrics
             .telnet_commands
             .inc_by(lines.len() as u64);
-        for line in lines.drain(..) {
-            if matches!(parse_command(&line), Command::Put(_)) {
-                self.puts.push(line);
+        let mut puts: Vec<&[u8]> = recycle(std::mem::take(&mut self.puts_buf));
+        for &line in lines {
+            let command = parse_command(line);
+            if matches!(command, Command::Put(_)) {
+                puts.push(line);
                 continue;
             }
-            self.flush_puts();
-            match parse_command(&line) {
+            self.flush_puts(&mut puts);
+            match command {
                 Command::Version => self.reply.push_str(&version::telnet_lines()),
                 Command::Help => self.reply.push_str(&strata_ingest::help_reply(false)),
                 Command::Exit => {
@@ -231,7 +229,8 @@ impl Session {
                 Command::Put(_) => {}
             }
         }
-        self.flush_puts();
+        self.flush_puts(&mut puts);
+        self.puts_buf = recycle(puts);
         self.send(write).await;
         open
     }
@@ -250,14 +249,14 @@ impl Session {
 
     /// Parses the waiting put lines and writes their good points: those of known series in
     /// one batch, the others in another.
-    fn flush_puts(&mut self) {
-        if self.puts.is_empty() {
+    fn flush_puts(&mut self, puts: &mut Vec<&[u8]>) {
+        if puts.is_empty() {
             return;
         }
         let tsdb: &Tsdb = &self.shared.tsdb;
         let cfg = &self.shared.parse;
         let counters = &self.shared.metrics.telnet;
-        counters.received.inc_by(self.puts.len() as u64);
+        counters.received.inc_by(puts.len() as u64);
         let known = &mut self.known;
         known.check_epoch(tsdb.series_epoch());
         let mut parsed: Vec<(usize, strata_ingest::PointRef<'_>)> =
@@ -267,7 +266,7 @@ impl Session {
         // Each refused line's reply, by line: parse errors are found here, storage errors
         // after the writes, and replies keep the order of the lines.
         let mut failed: Vec<(usize, String)> = Vec::new();
-        for (i, line) in self.puts.iter().enumerate() {
+        for (i, &line) in puts.iter().enumerate() {
             let head = parse_put_head(line);
             if let Some(h) = &head {
                 series_text(h.metric, h.tags, key);
@@ -350,7 +349,7 @@ impl Session {
         self.known_buf = known_points;
         self.points_buf = recycle(points);
         self.parsed_buf = recycle(parsed);
-        self.puts.clear();
+        puts.clear();
     }
 }
 
@@ -407,19 +406,14 @@ mod tests {
             host: "test".into(),
         });
         let mut session = Session::new(shared);
-        let line = |s: &'static str| Bytes::from_static(s.as_bytes());
         let mut peer = Gone;
         // A bad line makes a reply, which fails to go out.
-        let mut first = vec![
-            line("put m 1356998400 x h=a"),
-            line("put m 1356998400 1 h=a"),
-        ];
-        assert!(session.handle_lines(&mut first, &mut peer).await);
+        let first: [&[u8]; 2] = [b"put m 1356998400 x h=a", b"put m 1356998400 1 h=a"];
+        assert!(session.handle_lines(&first, &mut peer).await);
         assert!(!session.writable);
         // The next chunk is still parsed and stored.
-        let mut second = vec![line("put m 1356998410 2 h=a"), line("bad command")];
-        assert!(session.handle_lines(&mut second, &mut peer).await);
-        assert!(second.is_empty(), "the lines move out");
+        let second: [&[u8]; 2] = [b"put m 1356998410 2 h=a", b"bad command"];
+        assert!(session.handle_lines(&second, &mut peer).await);
         let ids = tsdb.find_series("m", &[])?;
         let series = tsdb.read_series(&ids, 0, i64::MAX)?;
         let points: Vec<i64> = series[0].points.iter().map(|p| p.0).collect();

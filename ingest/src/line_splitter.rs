@@ -5,6 +5,8 @@
 //! also reports it as soon as the buffer holds more than the limit without a newline, so a client
 //! cannot make the server buffer without bound.
 
+use std::ops::Range;
+
 use bytes::{Bytes, BytesMut};
 
 use crate::config::DEFAULT_MAX_LINE_LEN;
@@ -42,7 +44,7 @@ impl LineSplitter {
     /// Returns `Ok(None)` when `buf` holds no complete line yet (read more and call again).
     pub fn next_line(&mut self, buf: &mut BytesMut) -> Result<Option<Bytes>, LineTooLong> {
         let start = self.scanned.min(buf.len());
-        match buf[start..].iter().position(|&b| b == b'\n') {
+        match memchr::memchr(b'\n', &buf[start..]) {
             Some(i) => {
                 let end = start + i;
                 self.scanned = 0;
@@ -65,6 +67,51 @@ impl LineSplitter {
                 Ok(None)
             }
         }
+    }
+
+    /// Takes every complete line off the front of `buf` at once: returns them as one chunk,
+    /// with each line's range in it (terminator excluded) in `lines` (cleared first), and the
+    /// error [`LineSplitter::next_line`] would have given after them, if any.
+    ///
+    /// The same lines and error as calling [`LineSplitter::next_line`] until it returns
+    /// `Ok(None)` or an error, for one reference count instead of one per line. (After an
+    /// error `buf` differs: the line too long is left in it.)
+    pub fn split(
+        &mut self,
+        buf: &mut BytesMut,
+        lines: &mut Vec<Range<usize>>,
+    ) -> (Bytes, Option<LineTooLong>) {
+        lines.clear();
+        let start = self.scanned.min(buf.len());
+        let mut from = 0;
+        let mut error = None;
+        for nl in memchr::memchr_iter(b'\n', &buf[start..]) {
+            let end = start + nl;
+            let stop = if end > from && buf[end - 1] == b'\r' {
+                end - 1
+            } else {
+                end
+            };
+            if stop - from > self.max_len {
+                error = Some(LineTooLong { max: self.max_len });
+                break;
+            }
+            lines.push(from..stop);
+            from = end + 1;
+        }
+        // Past the first newline, everything was scanned anew.
+        if !lines.is_empty() || error.is_some() {
+            self.scanned = 0;
+        }
+        let chunk = buf.split_to(from).freeze();
+        if error.is_none() {
+            self.scanned = buf.len();
+            // One byte of slack for a `\r` whose `\n` has not arrived yet.
+            if buf.len() > self.max_len.saturating_add(1) {
+                error = Some(LineTooLong { max: self.max_len });
+            }
+        }
+        (chunk, error)
     }
 
     /// At end of stream: the final line if it has no terminator (clients may close right after
@@ -148,6 +195,49 @@ mod tests {
         let mut buf = BytesMut::from(&[b'a'; 17][..]);
         assert_eq!(sp.next_line(&mut buf), Ok(None));
         assert_eq!(sp.finish(&mut buf), Err(LineTooLong { max: 16 }));
+    }
+
+    /// `split` gives what `next_line` gives, chunk by chunk, for any stream, cut anywhere.
+    #[test]
+    fn split_agrees_with_next_line() {
+        use proptest::prelude::*;
+        let data = proptest::collection::vec(
+            prop_oneof![Just(b'\n'), Just(b'\r'), Just(b'a'), any::<u8>()],
+            0..300,
+        );
+        let cuts = proptest::collection::vec(any::<usize>(), 0..6);
+        proptest!(|(data in data, cuts in cuts, max in 0usize..24)| {
+            let mut points: Vec<usize> = cuts.iter().map(|c| c % (data.len() + 1)).collect();
+            points.push(data.len());
+            points.sort_unstable();
+            let (mut one, mut all) = (LineSplitter::new(max), LineSplitter::new(max));
+            let (mut buf1, mut buf2) = (BytesMut::new(), BytesMut::new());
+            let mut ranges = Vec::new();
+            let mut from = 0;
+            for to in points {
+                buf1.extend_from_slice(&data[from..to]);
+                buf2.extend_from_slice(&data[from..to]);
+                from = to;
+                let mut expected = Vec::new();
+                let expected_err = loop {
+                    match one.next_line(&mut buf1) {
+                        Ok(Some(l)) => expected.push(l),
+                        Ok(None) => break None,
+                        Err(e) => break Some(e),
+                    }
+                };
+                let (chunk, err) = all.split(&mut buf2, &mut ranges);
+                let got: Vec<Bytes> = ranges.iter().map(|r| chunk.slice(r.clone())).collect();
+                prop_assert_eq!(&got, &expected);
+                let failed = err.is_some();
+                prop_assert_eq!(err, expected_err);
+                if failed {
+                    break;
+                }
+                prop_assert_eq!(&buf1, &buf2);
+                prop_assert_eq!(one.scanned, all.scanned);
+            }
+        });
     }
 
     #[test]
