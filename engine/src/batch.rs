@@ -41,6 +41,17 @@ pub(crate) enum OpRef<'a> {
     },
 }
 
+impl<'a> OpRef<'a> {
+    /// The table and row the operation changes.
+    pub(crate) fn table_row(&self) -> (u32, &'a [u8]) {
+        match *self {
+            OpRef::Put { table, row, .. }
+            | OpRef::Delete { table, row, .. }
+            | OpRef::DeleteRow { table, row } => (table, row),
+        }
+    }
+}
+
 /// A set of mutations, possibly across tables, applied atomically: after a crash either all of
 /// them are visible or none is. Later operations in a batch win over earlier ones on the same
 /// cell.

@@ -187,6 +187,23 @@ impl Arena {
     }
 }
 
+/// How many operations ahead [`Memtable::apply_all`] fetches a row's header.
+const PREFETCH_AHEAD: usize = 8;
+
+/// Asks the CPU to bring `p`'s cache line in, without waiting for it.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unsafe_code, reason = "measured in `Memtable::apply_all`")]
+    // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 CPU has; and a prefetch is a hint
+    // that never faults and reads nothing the program sees, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// The rows of one table.
 #[derive(Debug, Default)]
 struct TableRows {
@@ -303,20 +320,52 @@ impl Memtable {
     }
 
     /// Adds the operations of the batch with sequence number `seq`, in order, under one lock.
+    ///
+    /// A batch's operations touch rows all over the memtable, and each touch was three cache
+    /// misses in a row: the row's slot in the hash index, the row's header, and the end of its
+    /// entries. So the rows that already exist are looked up first, in a loop of nothing else
+    /// where the misses overlap; then, while an operation is applied, the header of the row
+    /// [`PREFETCH_AHEAD`] operations on and the entries' end of the row half as far on are
+    /// fetched.
     pub(crate) fn apply_all(&self, ops: &[OpRef<'_>], seq: u64, write_ms: u64) {
         let mut added = 0u64;
         let mut guard = self.tables.write();
         let t = &mut *guard;
-        for op in ops {
-            added += Self::apply_locked(t, op, seq, write_ms);
+        let found: Vec<Option<(u32, usize)>> = ops
+            .iter()
+            .map(|op| {
+                let (table, row) = op.table_row();
+                let i = t.tables.get(&table)?.index.get(row)?;
+                Some((table, *i))
+            })
+            .collect();
+        fn row_at<'t>(t: &'t Tables, found: &[Option<(u32, usize)>], k: usize) -> Option<&'t Row> {
+            let (table, i) = found.get(k).copied().flatten()?;
+            t.tables.get(&table)?.rows.get(i)
+        }
+        for (k, op) in ops.iter().enumerate() {
+            if let Some(r) = row_at(t, &found, k + PREFETCH_AHEAD) {
+                prefetch(r);
+            }
+            if let Some(r) = row_at(t, &found, k + PREFETCH_AHEAD / 2) {
+                prefetch(r.entries.as_ptr().wrapping_add(r.entries.len()));
+            }
+            added += Self::apply_locked(t, op, seq, write_ms, found[k].map(|(_, i)| i));
         }
         drop(guard);
         self.bytes.fetch_add(added, Ordering::Relaxed);
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
     }
 
-    /// Adds one operation; returns the bytes to charge.
-    fn apply_locked(t: &mut Tables, op: &OpRef<'_>, seq: u64, write_ms: u64) -> u64 {
+    /// Adds one operation, `found` being its row's index if the row was there before the
+    /// batch; returns the bytes to charge.
+    fn apply_locked(
+        t: &mut Tables,
+        op: &OpRef<'_>,
+        seq: u64,
+        write_ms: u64,
+        found: Option<usize>,
+    ) -> u64 {
         let (table, row, column, kind, value): (u32, &[u8], &[u8], EntryKind, &[u8]) = match *op {
             OpRef::Put {
                 table,
@@ -337,8 +386,8 @@ impl Memtable {
         } = t;
         let at = arena.alloc(column, value);
         let rows = tables.entry(table).or_default();
-        let i = match rows.index.get(row) {
-            Some(&i) => i,
+        let i = match found.or_else(|| rows.index.get(row).copied()) {
+            Some(i) => i,
             None => {
                 added += ROW_OVERHEAD + row.len() as u64;
                 let key = Tables::copy_key(keys, row);
