@@ -186,9 +186,6 @@ struct Prepared<R> {
 #[derive(Debug, Clone)]
 pub struct SeriesHandle {
     series: Arc<CachedSeries>,
-    /// The metric and tags as resolved, for error messages.
-    metric: Box<str>,
-    tags: Box<[(String, String)]>,
     epoch: u64,
 }
 
@@ -310,15 +307,7 @@ impl Tsdb {
                 self.inner.series_cache.insert(&key, tsuid, salt)
             }
         };
-        Ok(SeriesHandle {
-            series,
-            metric: metric.into(),
-            tags: tags
-                .iter()
-                .map(|(k, v)| (k.as_ref().to_owned(), v.as_ref().to_owned()))
-                .collect(),
-            epoch,
-        })
+        Ok(SeriesHandle { series, epoch })
     }
 
     /// Changes whenever a [`SeriesHandle`] made before may no longer be right.
@@ -331,11 +320,22 @@ impl Tsdb {
         let prepared = points
             .iter()
             .map(|p| {
-                let h = p.series;
-                let enc = prepare_value(p.value, p.timestamp, &h.metric)?;
-                let ts_ms = timestamp_to_ms(p.timestamp, &h.metric, &h.tags, || enc.describe())?;
+                let series = &*p.series.series;
+                let check = |metric: &str, tags: &[(String, String)]| {
+                    let enc = prepare_value(p.value, p.timestamp, metric)?;
+                    let ts_ms = timestamp_to_ms(p.timestamp, metric, tags, || enc.describe())?;
+                    Ok::<_, Error>((enc, ts_ms))
+                };
+                // The names are looked up only for an error's message.
+                let (enc, ts_ms) = match check("", &[]) {
+                    Ok(checked) => checked,
+                    Err(_) => {
+                        let (metric, tags) = self.names_of(&series.tsuid)?;
+                        check(&metric, &tags)?
+                    }
+                };
                 Ok(Prepared {
-                    series: &*h.series,
+                    series,
                     ts_ms,
                     value: p.value,
                     enc,
