@@ -18,7 +18,7 @@ use crate::aggregate::aggregate;
 use crate::aggregator::Aggregator;
 use crate::deadline::Deadline;
 use crate::downsample::{
-    DownsampleSpec, FillPolicy, downsample_fixed_folding, downsample_into, edge_buckets,
+    DownsampleSpec, FillPolicy, Interval, downsample_fixed_folding, downsample_into, edge_buckets,
 };
 use crate::error::{Error, Result};
 use crate::groupby::{TagMap, group_series, group_tags};
@@ -580,11 +580,68 @@ struct Stage<'a> {
 /// split pays off from a few dozen series-hours per thread.
 const PARALLEL_MIN_SERIES_HOURS: u64 = 64;
 
+/// Runs the per-series stages of the series `ids`: from their newest points where those decide
+/// (see [`process_newest_points`]), and from a read of the others. Series left out by
+/// `explicitTags`, or with no point in the window, are dropped.
+fn read_and_process(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Processed>> {
+    if newest_point_decides(stage.sp) {
+        let mut out = Vec::new();
+        let rest = process_newest_points(stage, ids, &mut out)?;
+        if !rest.is_empty() {
+            out.extend(read_in_parts(stage, &rest)?);
+        }
+        return Ok(out);
+    }
+    read_in_parts(stage, ids)
+}
+
+/// Whether a series' part in the result is its newest point alone when that point lies in the
+/// query's range: an `all` downsample to `last`, with no rate. (Grafana's "current value"
+/// panels ask this.)
+fn newest_point_decides(sp: &SubPlan) -> bool {
+    !sp.sub.rate
+        && sp
+            .downsample
+            .is_some_and(|d| matches!(d.interval, Interval::All) && d.function == Aggregator::Last)
+}
+
+/// For a sub-query that [`newest_point_decides`]: each series whose newest point, which the
+/// series index keeps, lies in the query's range is processed from that point alone, with no
+/// read. The last point in the range is then the newest of all, which a read would find last
+/// in the range. Returns the series left to read: those whose newest point is elsewhere.
+fn process_newest_points(
+    stage: &Stage<'_>,
+    ids: &RoaringBitmap,
+    out: &mut Vec<Processed>,
+) -> Result<RoaringBitmap> {
+    let range = stage.plan.start_ms..=stage.plan.end_ms;
+    let mut rest = ids.clone();
+    let mut scratch = Vec::new();
+    for id in ids {
+        let Some(info) = stage.tsdb.series_info(id).map_err(tsdb_error)? else {
+            continue;
+        };
+        let Some(newest) = info.last.filter(|(ts, _)| range.contains(ts)) else {
+            continue;
+        };
+        let mut s = strata_tsdb::SeriesPoints {
+            id,
+            tsuid: info.tsuid,
+            metric: info.metric,
+            tags: info.tags,
+            points: vec![newest],
+        };
+        out.extend(process_series(stage, &mut s, &mut scratch)?);
+        rest.remove(id);
+    }
+    stage.deadline.check()?;
+    Ok(rest)
+}
+
 /// Reads the series `ids` and runs the per-series stages, split into up to
 /// `QueryLimits::threads` parts (at most one per core) that run in parallel, each reading and
-/// processing its share of the ids in its own snapshot. Series left out by `explicitTags`, or
-/// with no point in the window, are dropped.
-fn read_and_process(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Processed>> {
+/// processing its share of the ids in its own snapshot.
+fn read_in_parts(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Processed>> {
     let (ws, we) = stage.window;
     let hours = u64::try_from((we - ws) / 3_600_000).unwrap_or(0).max(1);
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);

@@ -2,4 +2,5 @@
 
 mod api_query;
 mod formats;
+mod newest;
 mod parallel;
