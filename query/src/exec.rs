@@ -181,14 +181,18 @@ pub(crate) struct Resolved {
     subs: Vec<Option<(RoaringBitmap, Vec<Filter>)>>,
     /// Series-hours of the scan windows over all sub-queries.
     series_hours: u64,
+    /// The work expected, in series-hours read: as `series_hours`, except that a sub-query
+    /// answered from newest points (see [`newest_point_decides`]) counts an eighth of one per
+    /// series.
+    work_series_hours: u64,
     deadline: Deadline,
 }
 
 impl Resolved {
     /// Whether the query is cheap enough to run where it is, without handing the thread over
-    /// (see [`crate::handle_query_request_offloaded`]): at most [`LIGHT_SERIES_HOURS`].
+    /// (see [`crate::handle_query_request_offloaded`]): at most [`LIGHT_SERIES_HOURS`] of work.
     pub(crate) fn is_light(&self) -> bool {
-        self.series_hours <= LIGHT_SERIES_HOURS
+        self.work_series_hours <= LIGHT_SERIES_HOURS
     }
 }
 
@@ -218,6 +222,7 @@ pub(crate) fn resolve(
     }
     let mut subs = Vec::with_capacity(plan.subs.len());
     let mut series_hours = 0u64;
+    let mut work_series_hours = 0u64;
     for sp in &plan.subs {
         deadline.check()?;
         let sub = &sp.sub;
@@ -241,7 +246,15 @@ pub(crate) fn resolve(
                 sp.downsample.map(|d| d.interval),
             );
             let hours = u64::try_from((we - ws) / 3_600_000).unwrap_or(0) + 1;
-            series_hours = series_hours.saturating_add(ids.len().saturating_mul(hours));
+            let read = ids.len().saturating_mul(hours);
+            series_hours = series_hours.saturating_add(read);
+            // Names and a point, against a few microseconds per series-hour read.
+            let work = if newest_point_decides(sp) {
+                ids.len().div_ceil(8)
+            } else {
+                read
+            };
+            work_series_hours = work_series_hours.saturating_add(work);
         }
         subs.push(resolved);
     }
@@ -249,6 +262,7 @@ pub(crate) fn resolve(
         plan,
         subs,
         series_hours,
+        work_series_hours,
         deadline,
     })
 }
@@ -265,6 +279,7 @@ pub(crate) fn execute_resolved(
         subs,
         series_hours,
         deadline,
+        ..
     } = resolved;
     let mut out = Vec::new();
     let mut total_points = 0usize;

@@ -677,8 +677,8 @@ fn none_types_an_integer_before_a_double_as_a_double() {
     );
 }
 
-/// Heavy queries (more than 32 series-hours in all, or a delete) are handed to the offload
-/// function, light ones run where they are; both answer the same.
+/// Heavy queries (more than 32 series-hours of work in all, or a delete) are handed to the
+/// offload function, light ones run where they are; both answer the same.
 #[test]
 fn heavy_queries_are_offloaded_light_ones_are_not() {
     use std::cell::Cell;
@@ -718,6 +718,12 @@ fn heavy_queries_are_offloaded_light_ones_are_not() {
     );
     let two = format!("start={T}&end={}&m=sum:m&m=max:m", T + 20_000);
     assert_eq!(answer(&two, &all), 1);
+    // Newest points are no read: the same 3 series over 11 hours are light for `all`-`last`,
+    // heavy for `all`-`first` or with a rate.
+    let newest = |ds: &str| format!("start={T}&end={}&m=sum:{ds}:m", T + 39_600);
+    assert_eq!(answer(&newest("0all-last"), &all), 0);
+    assert_eq!(answer(&newest("0all-first"), &all), 1);
+    assert_eq!(answer(&newest("0all-last:rate"), &all), 1);
     // Queries that fail to plan or resolve fail where they are.
     assert_eq!(answer(&format!("{}&m=sum:nosuch", range()), &all), 0);
     assert_eq!(answer("start=bad&m=sum:m", &all), 0);
