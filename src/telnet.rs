@@ -1,9 +1,10 @@
 //! The telnet line protocol on one connection.
 //!
 //! Lines are read in chunks; every complete `put` line in a chunk is parsed and the chunk's good
-//! points go to storage in one `Tsdb::write`. The next chunk is read only after that write
-//! returns, so a stalled engine stops the socket from being read (backpressure) instead of
-//! buffering without bound. Replies keep the order of the lines that caused them.
+//! points go to storage in one write (two when some of their series are new to the
+//! connection). The next chunk is read only after the writes return, so a stalled engine stops
+//! the socket from being read (backpressure) instead of buffering without bound. Replies keep
+//! the order of the lines that caused them.
 //!
 //! A connection remembers the series it has sent, by the text of the metric and tags exactly
 //! as sent: clients send a series' tags the same way every time. A line whose text it knows
@@ -25,7 +26,7 @@ use crate::version;
 /// Bytes read from the socket at a time. A chunk's puts become one storage write.
 const READ_CHUNK: usize = 64 << 10;
 /// Series one connection remembers; past this it forgets them all and starts again. A
-/// remembered series costs its text and a handle, a few hundred bytes.
+/// remembered series costs its text, a hash slot and a handle: about 150 bytes.
 const MAX_KNOWN_SERIES: usize = 1 << 16;
 
 /// Serves telnet commands until the client closes the connection, sends `exit`, or the server

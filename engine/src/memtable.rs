@@ -70,8 +70,8 @@ const _: () = assert!(std::mem::size_of::<MemEntry>() == 40);
 /// `column`'s first [`HEAD_LEN`] bytes, zero-padded.
 #[inline]
 fn column_head(column: &[u8]) -> [u8; HEAD_LEN] {
-    // By cases rather than a copy of `min(len, 4)` bytes: that copy is a `memcpy` call whose
-    // byte stores the following 4-byte load cannot forward from, a stall on every write.
+    // By cases rather than a copy of `min(len, 4)` bytes: that copy was a `memcpy` call, and
+    // the 4-byte load after it cannot take its value from the call's byte stores in flight.
     match *column {
         [a, b, c, d, ..] => [a, b, c, d],
         [a, b, c] => [a, b, c, 0],
