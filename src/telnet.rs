@@ -108,35 +108,98 @@ struct Session {
 }
 
 /// Series a connection has sent: `metric ' ' tags`, as sent, to a handle.
-#[derive(Default)]
+///
+/// Collectors send their series in the same order round after round, so the series that came
+/// after a series last time is tried first: a comparison of its text, instead of copying,
+/// hashing and looking up the line's.
 struct KnownSeries {
     /// The [`Tsdb::series_epoch`] the handles were made in.
     epoch: u64,
     index: FxHashMap<Box<[u8]>, u32>,
+    /// By series number: the handle, the text, and the number of the series that came next.
     handles: Vec<SeriesHandle>,
+    texts: Vec<Box<[u8]>>,
+    next: Vec<u32>,
+    /// The number of the series of the last line found.
+    last: u32,
+}
+
+/// No series, in [`KnownSeries::next`] and [`KnownSeries::last`].
+const NO_SERIES: u32 = u32::MAX;
+
+impl Default for KnownSeries {
+    fn default() -> Self {
+        KnownSeries {
+            epoch: 0,
+            index: FxHashMap::default(),
+            handles: Vec::new(),
+            texts: Vec::new(),
+            next: Vec::new(),
+            last: NO_SERIES,
+        }
+    }
 }
 
 impl KnownSeries {
     /// Forgets every series if their handles may be stale.
     fn check_epoch(&mut self, epoch: u64) {
         if epoch != self.epoch {
-            self.index.clear();
-            self.handles.clear();
+            self.clear();
             self.epoch = epoch;
         }
+    }
+
+    fn clear(&mut self) {
+        self.index.clear();
+        self.handles.clear();
+        self.texts.clear();
+        self.next.clear();
+        self.last = NO_SERIES;
+    }
+
+    /// The number of the series of `metric` and `tags`, if known; `key` is scratch space.
+    fn find(&mut self, metric: &[u8], tags: &[u8], key: &mut Vec<u8>) -> Option<u32> {
+        let guess = self.next.get(self.last as usize).copied();
+        let found = match guess.and_then(|g| Some((g, self.texts.get(g as usize)?))) {
+            Some((g, text)) if is_series_text(text, metric, tags) => Some(g),
+            _ => {
+                series_text(metric, tags, key);
+                self.index.get(&key[..]).copied()
+            }
+        }?;
+        self.follow(found);
+        Some(found)
+    }
+
+    /// Notes that series `at` came after the last one.
+    fn follow(&mut self, at: u32) {
+        if let Some(n) = self.next.get_mut(self.last as usize) {
+            *n = at;
+        }
+        self.last = at;
     }
 
     /// Remembers the series of `key`; returns its number.
     fn add(&mut self, key: &[u8], handle: SeriesHandle) -> u32 {
         if self.handles.len() >= MAX_KNOWN_SERIES {
-            self.index.clear();
-            self.handles.clear();
+            self.clear();
         }
         let at = self.handles.len() as u32;
         self.handles.push(handle);
+        self.texts.push(key.into());
+        self.next.push(NO_SERIES);
         self.index.insert(key.into(), at);
+        self.follow(at);
         at
     }
+}
+
+/// Whether `text` is `metric ' ' tags`.
+fn is_series_text(text: &[u8], metric: &[u8], tags: &[u8]) -> bool {
+    text.len() == metric.len() + 1 + tags.len()
+        && text.starts_with(metric)
+        && text[metric.len()] == b' '
+        && text.ends_with(tags)
 }
 
 /// A point of a known series, and the line it came from.
@@ -269,17 +332,16 @@ impl Session {
         let mut failed: Vec<(usize, String)> = Vec::new();
         for (i, &line) in puts.iter().enumerate() {
             let head = parse_put_head(line);
-            if let Some(h) = &head {
-                series_text(h.metric, h.tags, key);
-                if let Some(&series) = known.index.get(&key[..]) {
-                    known_points.push(KnownPoint {
-                        line: i,
-                        series,
-                        timestamp: h.timestamp,
-                        value: to_value(h.value),
-                    });
-                    continue;
-                }
+            if let Some(h) = &head
+                && let Some(series) = known.find(h.metric, h.tags, key)
+            {
+                known_points.push(KnownPoint {
+                    line: i,
+                    series,
+                    timestamp: h.timestamp,
+                    value: to_value(h.value),
+                });
+                continue;
             }
             let p = match parse_put_line(line, cfg).and_then(crate::put::check_units) {
                 Ok(p) => p,
@@ -370,6 +432,51 @@ mod tests {
         let w: Vec<PointRef<'_>> = recycle(v);
         assert!(w.is_empty() && w.capacity() >= 100);
         assert_eq!(w.as_ptr() as usize, at);
+    }
+
+    /// A connection's known series are found by their text whether or not they come in the
+    /// order of the round before, and forgotten when the series epoch changes.
+    #[test]
+    fn known_series_are_found_in_any_order() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
+        let mut known = KnownSeries::default();
+        let mut key = Vec::new();
+        let series = [("m", "h=a"), ("m", "h=b"), ("m2", "h=a"), ("m", "h=a x=y")];
+        let mut numbers = Vec::new();
+        for (metric, tags) in series {
+            assert_eq!(
+                known.find(metric.as_bytes(), tags.as_bytes(), &mut key),
+                None
+            );
+            assert_eq!(
+                key,
+                format!("{metric} {tags}").as_bytes(),
+                "the key is left built"
+            );
+            let pairs: Vec<(&str, &str)> =
+                tags.split(' ').filter_map(|t| t.split_once('=')).collect();
+            let handle = tsdb.series_handle(metric, &pairs)?;
+            numbers.push(known.add(&key, handle));
+        }
+        assert_eq!(numbers, [0, 1, 2, 3]);
+        // The same order again (the guesses), then others (the index).
+        let orders = [[0, 1, 2, 3], [0, 1, 2, 3], [3, 1, 0, 2], [2, 2, 1, 3]];
+        for order in orders {
+            for i in order {
+                let (metric, tags) = series[i];
+                let found = known.find(metric.as_bytes(), tags.as_bytes(), &mut key);
+                assert_eq!(found, Some(i as u32), "{metric} {tags}");
+            }
+        }
+        // Tags that are a prefix of another series' tags are another series. (A metric never
+        // holds a space: `parse_put_head` ends it at the first one.)
+        assert_eq!(known.find(b"m", b"h=a x", &mut key), None);
+        assert_eq!(known.find(b"m", b"h=a ", &mut key), None);
+        known.check_epoch(known.epoch + 1);
+        assert_eq!(known.find(b"m", b"h=a", &mut key), None);
+        assert!(known.handles.is_empty() && known.texts.is_empty() && known.next.is_empty());
+        Ok(())
     }
 
     /// A peer that no longer takes replies: every write fails.
