@@ -215,14 +215,16 @@ pub(crate) fn parse_float(s: &str) -> Result<f64, String> {
     }
 }
 
+/// The powers of ten an f64 holds exactly, for dividing a decimal's digits.
+pub(crate) const POW10_EXACT: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+
 /// The common float spelling, `[-]digits.digits` with at most 15 digits in all, parsed
 /// exactly: the digits as an integer below 2^53 divided by a power of ten up to 10^15, both
 /// exact in an f64, so the one correctly rounded division equals the correctly rounded parse
 /// of the text. `None` for anything else, which takes the general path.
 pub(crate) fn parse_plain_decimal(s: &str) -> Option<f64> {
-    const POW10: [f64; 16] = [
-        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-    ];
     let (neg, digits) = match s.as_bytes() {
         [b'-', rest @ ..] => (true, rest),
         b => (false, b),
@@ -251,7 +253,7 @@ pub(crate) fn parse_plain_decimal(s: &str) -> Option<f64> {
     if frac == 0 || n_digits == frac || n_digits > 15 {
         return None;
     }
-    let v = mantissa as f64 / POW10[frac];
+    let v = mantissa as f64 / POW10_EXACT[frac];
     Some(if neg { -v } else { v })
 }
 

@@ -104,6 +104,17 @@ proptest! {
         }
     }
 
+    /// The head's one-pass value reading takes exactly what `fast_value` takes, to the same
+    /// value.
+    #[test]
+    fn head_value_agrees_with_fast_value(
+        token in "-?[0-9]{0,20}(\\.[0-9]{0,18})?|-?[0-9]{1,3}[.e+-][0-9]{0,3}|-|\\.5|5\\.",
+    ) {
+        let line = format!("put m 1356998400 {token} k=v");
+        let head = crate::parse_put_head(line.as_bytes()).map(|h| h.value);
+        prop_assert_eq!(head, crate::telnet::fast_value(&token), "{}", token);
+    }
+
     #[test]
     fn put_line_never_panics_on_plausible_lines(
         words in proptest::collection::vec("[a-z0-9=.+eE -]{0,8}|1e400|NaN|[=]{0,3}", 0..14)

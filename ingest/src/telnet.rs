@@ -10,8 +10,8 @@
 use crate::config::ParseConfig;
 use crate::error::PutError;
 use crate::point::{
-    MAX_INLINE_TAGS, MAX_TIMESTAMP_MS, Num, PointRef, STANDARD_NAME_BYTES, Tags, check_point,
-    is_millis, java_map, parse_long, parse_plain_decimal, parse_value,
+    MAX_INLINE_TAGS, MAX_TIMESTAMP_MS, Num, POW10_EXACT, PointRef, STANDARD_NAME_BYTES, Tags,
+    check_point, is_millis, java_map, parse_long, parse_plain_decimal, parse_value,
 };
 
 /// The commands in OpenTSDB's registration order, which is also the order `help` prints.
@@ -391,18 +391,20 @@ pub struct PutHead<'a> {
 /// [`parse_put_line`] reads the same way.
 pub fn parse_put_head(line: &[u8]) -> Option<PutHead<'_>> {
     let b = strip_terminator(line).strip_prefix(b"put ")?;
-    let space = |from: &[u8]| from.iter().position(|&c| c == b' ');
-    let m = space(b)?;
+    let m = b.iter().position(|&c| c == b' ')?;
     let metric = &b[..m];
-    let rest = &b[m + 1..];
-    let t = space(rest)?;
-    let ts = &rest[..t];
-    if ts.is_empty() || ts.len() > 13 || !ts.iter().all(u8::is_ascii_digit) {
+    // Each number is read in the one pass that finds its end.
+    let (mut timestamp, mut i) = (0i64, m + 1);
+    while let Some(d) = b.get(i).filter(|d| d.is_ascii_digit()) {
+        if i - m > 13 {
+            return None;
+        }
+        timestamp = timestamp * 10 + i64::from(d - b'0');
+        i += 1;
+    }
+    if i == m + 1 || b.get(i) != Some(&b' ') {
         return None;
     }
-    let timestamp = ts
-        .iter()
-        .fold(0i64, |acc, &d| acc * 10 + i64::from(d - b'0'));
     let millis = is_millis(timestamp);
     let in_range = if millis {
         timestamp <= MAX_TIMESTAMP_MS && timestamp / 1000 <= i64::from(u32::MAX)
@@ -412,26 +414,54 @@ pub fn parse_put_head(line: &[u8]) -> Option<PutHead<'_>> {
     if !in_range {
         return None;
     }
-    let rest = &rest[t + 1..];
-    let v = space(rest)?;
-    // ASCII digits, `-` and `.` only: a valid `str`.
-    let value = std::str::from_utf8(&rest[..v]).ok().and_then(fast_value)?;
-    if let Num::Float(f) = value
-        && !f.is_finite()
-    {
-        return None;
-    }
+    let (value, end) = head_value(b, i + 1)?;
     Some(PutHead {
         metric,
         timestamp,
         millis,
         value,
-        tags: &rest[v + 1..],
+        tags: &b[end + 1..],
     })
 }
 
+/// The value at `b[i..]`, in one pass: what [`fast_value`] takes of the token there, and the
+/// index of the space after it; `None` for anything else. (A plain decimal is always finite.)
+fn head_value(b: &[u8], mut i: usize) -> Option<(Num, usize)> {
+    let neg = b.get(i) == Some(&b'-');
+    i += usize::from(neg);
+    let start = i;
+    let mut mantissa: u64 = 0;
+    let mut digits = |i: &mut usize| {
+        while let Some(d) = b.get(*i).filter(|d| d.is_ascii_digit()) {
+            mantissa = mantissa.wrapping_mul(10).wrapping_add(u64::from(d - b'0'));
+            *i += 1;
+        }
+    };
+    digits(&mut i);
+    let whole = i - start;
+    match b.get(i) {
+        Some(b' ') if (1..=18).contains(&whole) => {
+            // At most 18 digits: below 2^63.
+            let v = mantissa as i64;
+            Some((Num::Int(if neg { -v } else { v }), i))
+        }
+        Some(b'.') if whole >= 1 => {
+            i += 1;
+            let frac_start = i;
+            digits(&mut i);
+            let frac = i - frac_start;
+            if frac == 0 || whole + frac > 15 || b.get(i) != Some(&b' ') {
+                return None;
+            }
+            let v = mantissa as f64 / POW10_EXACT[frac];
+            Some((Num::Float(if neg { -v } else { v }), i))
+        }
+        _ => None,
+    }
+}
+
 /// A `put` value the fast path takes: `[-]digits` (at most 18) or a plain decimal.
-fn fast_value(tok: &str) -> Option<Num> {
+pub(crate) fn fast_value(tok: &str) -> Option<Num> {
     let digits = tok.strip_prefix('-').unwrap_or(tok).as_bytes();
     if !digits.is_empty() && digits.len() <= 18 && digits.iter().all(u8::is_ascii_digit) {
         let v = digits
