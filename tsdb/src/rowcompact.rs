@@ -39,7 +39,7 @@ use crate::block::encode_block;
 use crate::cell::{RowParts, decode_row};
 use crate::error::{Error, Result};
 use crate::meta;
-use crate::rowkey::{ROW_SPAN_SECS, ROWKEY_HEAD_LEN, RowKey};
+use crate::rowkey::{ROW_SPAN_SECS, ROWKEY_HEAD_LEN, RowKey, TIME_LEN};
 use crate::tsdb::Tsdb;
 
 /// Rows per pass of [`Tsdb::rowcompact_all`] and of the background compactor: small enough
@@ -396,13 +396,10 @@ fn read_rows(
     let mut out: Vec<Option<Row>> = (0..chunk.len()).map(|_| None).collect();
     let mut i = 0;
     while i < chunk.len() {
-        let rk = chunk[i].rowkey();
-        let head = &rk[..ROWKEY_HEAD_LEN.min(rk.len())];
-        let n = chunk[i..]
-            .iter()
-            .take_while(|c| c.rowkey().starts_with(head))
-            .count()
-            .max(1);
+        let n = 1 + chunk[i..]
+            .windows(2)
+            .take_while(|w| same_scan(&w[0], &w[1]))
+            .count();
         let group = &chunk[i..i + n];
         if n == 1 {
             // Read once, to be rewritten (as below).
@@ -426,6 +423,21 @@ fn read_rows(
         i += n;
     }
     Ok(out)
+}
+
+/// Whether the rows of `a` and of `b`, next in key order, are read in one scan: both of one
+/// metric in one salt bucket, and of the same hour or the next. Between them then lie only rows
+/// of those hours, all of them dirty after a backfill (which dirties hour after hour of every
+/// series), and a few when the compactor is behind live writes. A scan per hour read each
+/// file's block again for the next hour's rows, mostly the same block.
+fn same_scan(a: &Candidate, b: &Candidate) -> bool {
+    const METRIC_END: usize = ROWKEY_HEAD_LEN - TIME_LEN;
+    let (ka, kb) = (a.rowkey(), b.rowkey());
+    ka.len() >= ROWKEY_HEAD_LEN
+        && kb.len() >= ROWKEY_HEAD_LEN
+        && ka[..METRIC_END] == kb[..METRIC_END]
+        && (b.base_time == a.base_time
+            || Some(b.base_time) == a.base_time.checked_add(ROW_SPAN_SECS))
 }
 
 /// The background compactor started by [`Tsdb::spawn_rowcompactor`]; dropping it stops the
