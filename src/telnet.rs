@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use rustc_hash::FxHashMap;
-use strata_ingest::{Command, LineSplitter, Num, parse_command, parse_put_head, parse_put_line};
+use strata_ingest::{Command, LineSplitter, parse_command, parse_put_head, parse_put_line};
 use strata_tsdb::{ErrorKind, PointRef, SeriesHandle, SeriesPoint, Tsdb, Value};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -115,10 +115,11 @@ struct Session {
 struct KnownSeries {
     /// The [`Tsdb::series_epoch`] the handles were made in.
     epoch: u64,
-    index: FxHashMap<Box<[u8]>, u32>,
-    /// By series number: the handle, the text, and the number of the series that came next.
+    index: FxHashMap<Arc<[u8]>, u32>,
+    /// By series number: the handle, the text (shared with `index`), and the number of the
+    /// series that came next.
     handles: Vec<SeriesHandle>,
-    texts: Vec<Box<[u8]>>,
+    texts: Vec<Arc<[u8]>>,
     next: Vec<u32>,
     /// The number of the series of the last line found.
     last: u32,
@@ -185,10 +186,11 @@ impl KnownSeries {
             self.clear();
         }
         let at = self.handles.len() as u32;
+        let text: Arc<[u8]> = key.into();
         self.handles.push(handle);
-        self.texts.push(key.into());
+        self.texts.push(text.clone());
         self.next.push(NO_SERIES);
-        self.index.insert(key.into(), at);
+        self.index.insert(text, at);
         self.follow(at);
         at
     }
@@ -216,13 +218,6 @@ fn series_text(metric: &[u8], tags: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(metric);
     out.push(b' ');
     out.extend_from_slice(tags);
-}
-
-fn to_value(n: Num) -> Value {
-    match n {
-        Num::Int(i) => Value::Int(i),
-        Num::Float(f) => Value::Float(f),
-    }
 }
 
 /// An empty vector on `v`'s allocation, for elements of another lifetime: a batch's points
@@ -339,7 +334,7 @@ impl Session {
                     line: i,
                     series,
                     timestamp: h.timestamp,
-                    value: to_value(h.value),
+                    value: crate::put::to_value(h.value),
                 });
                 continue;
             }
@@ -360,7 +355,7 @@ impl Session {
                     line: i,
                     series: known.add(key, handle),
                     timestamp: h.timestamp,
-                    value: to_value(h.value),
+                    value: crate::put::to_value(h.value),
                 });
                 continue;
             }
@@ -383,7 +378,7 @@ impl Session {
             value: k.value,
         }));
         if !by_handle.is_empty() {
-            let results = crate::put::write_series(tsdb, &by_handle);
+            let results = crate::put::write_in_place(tsdb, || tsdb.write_series(&by_handle));
             for (k, r) in known_points.iter().zip(results) {
                 match r {
                     Ok(()) => stored += 1,
@@ -394,7 +389,7 @@ impl Session {
         let mut points: Vec<PointRef<'_>> = recycle(std::mem::take(&mut self.points_buf));
         points.extend(parsed.iter().map(|(_, p)| crate::put::to_tsdb(p)));
         if !points.is_empty() {
-            let results = crate::put::write_points(tsdb, &points);
+            let results = crate::put::write_in_place(tsdb, || tsdb.write(&points));
             for ((line, _), r) in parsed.iter().zip(results) {
                 match r {
                     Ok(()) => stored += 1,

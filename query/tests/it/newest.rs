@@ -2,7 +2,9 @@
 //! in the range, without a read: the answer must be the one a read gives.
 
 use serde_json::Value as Json;
-use strata_query::{QueryLimits, QueryMethod, handle_query_method};
+use strata_query::QueryLimits;
+
+use crate::post_query;
 use strata_tsdb::{PointRef, Tsdb, TsdbOptions, Value};
 
 type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
@@ -16,14 +18,7 @@ const END: i64 = T + 3 * 3600;
 fn post(tsdb: &Tsdb, query: &str) -> Result<Vec<Json>, Box<dyn std::error::Error>> {
     let body =
         format!("{{\"start\":{START},\"end\":{END},\"msResolution\":true,\"queries\":[{query}]}}");
-    let (status, out) = handle_query_method(
-        tsdb,
-        QueryMethod::Post,
-        "",
-        body.as_bytes(),
-        NOW_MS,
-        &QueryLimits::default(),
-    );
+    let (status, out) = post_query(tsdb, &body, NOW_MS, &QueryLimits::default());
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&out));
     let v: Json = serde_json::from_slice(&out)?;
     Ok(v.as_array().cloned().unwrap_or_default())

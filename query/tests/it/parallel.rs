@@ -2,7 +2,9 @@
 //! path gives, series by series.
 
 use serde_json::Value as Json;
-use strata_query::{QueryLimits, QueryMethod, handle_query_method};
+use strata_query::QueryLimits;
+
+use crate::post_query;
 use strata_tsdb::{PointRef, Tsdb, TsdbOptions, Value};
 
 type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
@@ -18,28 +20,12 @@ fn post(tsdb: &Tsdb, query: &str) -> Result<Json, Box<dyn std::error::Error>> {
         T + 3 * 3600
     );
     // Both paths: split over every core, and on one thread.
-    let (status, out) = handle_query_method(
-        tsdb,
-        QueryMethod::Post,
-        "",
-        body.as_bytes(),
-        NOW_MS,
-        &QueryLimits {
-            threads: 0,
-            ..QueryLimits::default()
-        },
-    );
-    let (_, one_thread) = handle_query_method(
-        tsdb,
-        QueryMethod::Post,
-        "",
-        body.as_bytes(),
-        NOW_MS,
-        &QueryLimits {
-            threads: 1,
-            ..QueryLimits::default()
-        },
-    );
+    let limits = |threads| QueryLimits {
+        threads,
+        ..QueryLimits::default()
+    };
+    let (status, out) = post_query(tsdb, &body, NOW_MS, &limits(0));
+    let (_, one_thread) = post_query(tsdb, &body, NOW_MS, &limits(1));
     assert_eq!(out, one_thread);
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&out));
     Ok(serde_json::from_slice(&out)?)
