@@ -73,6 +73,8 @@ pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> 
             return Ok(());
         }
         if eof || !keep_going {
+            session.settle();
+            session.send(&mut write).await;
             return Ok(());
         }
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
@@ -294,8 +296,13 @@ impl Session {
         open
     }
 
-    /// Sends the waiting reply text, if the peer still takes replies.
+    /// Sends the waiting reply text, if the peer still takes replies. The points of the lines
+    /// before are visible first: a client that waits for a reply (say to `version`) can then
+    /// read what it wrote.
     async fn send<W: AsyncWrite + Unpin>(&mut self, write: &mut W) {
+        if !self.reply.is_empty() {
+            self.settle();
+        }
         if self.writable
             && !self.reply.is_empty()
             && let Err(e) = write.write_all(self.reply.as_bytes()).await
@@ -304,6 +311,15 @@ impl Session {
             self.writable = false;
         }
         self.reply.clear();
+    }
+
+    /// Waits until the points written so far are visible (see [`Tsdb::write_series`]). A
+    /// failure here is the WAL's, which fails every write after it too.
+    fn settle(&mut self) {
+        if let Err(e) = self.shared.tsdb.settle() {
+            tracing::error!(error = %e, "queued telnet points were not stored");
+            self.reply.push_str(&format!("put: storage error: {e}\n"));
+        }
     }
 
     /// Parses the waiting put lines and writes their good points: those of known series in

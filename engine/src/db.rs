@@ -190,6 +190,9 @@ struct Inner {
     signal: Arc<Signal>,
     /// Wakes the compaction thread, after each flush.
     compact_signal: Arc<Signal>,
+    /// Wakes the thread that writes and applies batches queued with no commit leader (see
+    /// [`Db::write_queued`]). It also looks every 100 ms.
+    applier: Arc<Signal>,
     /// Signalled after each flush, for stalled writers.
     flushed: (Mutex<()>, Condvar),
     counters: Counters,
@@ -217,6 +220,9 @@ fn claim_dir(dir: &Path) -> Result<()> {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        // Batches still queued go to the WAL, to be replayed at the next open.
+        self.wal
+            .lead_queued(&mut |payloads| self.apply_group(payloads));
         let mut open = OPEN_DIRS.lock();
         open.retain(|d| d != &self.dir);
         OPEN_DIRS_CV.notify_all();
@@ -310,6 +316,7 @@ impl Db {
         }
         let signal = Arc::new(Signal::default());
         let compact_signal = Arc::new(Signal::default());
+        let applier = Arc::new(Signal::default());
         let inner = Arc::new(Inner {
             opts,
             dir: dir.to_path_buf(),
@@ -330,9 +337,22 @@ impl Db {
             compaction: Mutex::new(()),
             signal: signal.clone(),
             compact_signal: compact_signal.clone(),
+            applier: applier.clone(),
             flushed: (Mutex::new(()), Condvar::new()),
             counters: Counters::default(),
         });
+        spawn_worker(
+            "strata-apply",
+            "applying queued writes",
+            Arc::downgrade(&inner),
+            applier,
+            |inner| {
+                inner
+                    .wal
+                    .lead_queued(&mut |payloads| inner.apply_group(payloads));
+                Ok(())
+            },
+        )?;
         spawn_flusher(Arc::downgrade(&inner), signal)?;
         spawn_compactor(Arc::downgrade(&inner), compact_signal)?;
         Ok(Db { inner })
@@ -353,7 +373,7 @@ impl Db {
         // changes no cell, so the group's apply skips it; the table map is updated here.
         self.inner
             .wal
-            .commit(WalEntry::Table { id, name }, true, &mut |payloads| {
+            .commit(WalEntry::Table { id, name }, true, false, &mut |payloads| {
                 self.inner.apply_group(payloads)
             })?;
         let t = Table::new(id, name.into());
@@ -369,24 +389,52 @@ impl Db {
 
     /// Applies `batch` atomically. It is durable according to the database's sync policy.
     pub fn write(&self, batch: &WriteBatch) -> Result<()> {
-        self.write_inner(batch, self.inner.opts.sync == SyncPolicy::Always)
+        self.write_inner(batch, self.inner.opts.sync == SyncPolicy::Always, false)
     }
 
     /// Applies `batch` atomically and fsyncs the WAL before returning, whatever the policy.
     pub fn write_sync(&self, batch: &WriteBatch) -> Result<()> {
-        self.write_inner(batch, true)
+        self.write_inner(batch, true, false)
     }
 
-    fn write_inner(&self, batch: &WriteBatch, sync: bool) -> Result<()> {
+    /// Like [`Db::write`], but returns once the batch waits in the commit queue, unless the
+    /// queue is long: the batch is written to the WAL and becomes visible shortly after, in
+    /// the order of commits, applied by the commit leader of the moment or by the database's
+    /// apply thread. Meanwhile the caller goes on, say to parse its next batch. Reads see it
+    /// for sure only after [`Db::settle`] (or any later [`Db::write`] or [`Db::write_sync`],
+    /// which wait for everything queued before them). Under the sync policy `always` this is
+    /// [`Db::write`].
+    ///
+    /// An error is returned only for a batch refused when queued; a later WAL failure fails
+    /// every later write instead.
+    pub fn write_queued(&self, batch: &WriteBatch) -> Result<()> {
+        self.write_inner(batch, self.inner.opts.sync == SyncPolicy::Always, true)
+    }
+
+    /// Waits until every batch queued by [`Db::write_queued`] before the call is in the
+    /// memtables, and fails if one of them failed.
+    pub fn settle(&self) -> Result<()> {
+        let inner = &self.inner;
+        let strand = inner
+            .wal
+            .settle(&mut |payloads| inner.apply_group(payloads))?;
+        inner.wake_applier(strand);
+        Ok(())
+    }
+
+    fn write_inner(&self, batch: &WriteBatch, sync: bool, queue: bool) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
         self.inner.stall_if_needed();
-        self.inner
+        let inner = &self.inner;
+        let strand = inner
             .wal
-            .commit(WalEntry::Batch(batch), sync, &mut |payloads| {
-                self.inner.apply_group(payloads)
-            })
+            .commit(WalEntry::Batch(batch), sync, queue, &mut |payloads| {
+                inner.apply_group(payloads)
+            })?;
+        inner.wake_applier(strand);
+        Ok(())
     }
 
     /// Whether a [`Db::write`] now would wait: for an fsync (policy `always`), or for memtable
@@ -397,8 +445,9 @@ impl Db {
         self.inner.opts.sync == SyncPolicy::Always || self.inner.must_stall()
     }
 
-    /// Fsyncs the WAL now.
+    /// Fsyncs the WAL now, with every batch queued before the call.
     pub fn sync_wal(&self) -> Result<()> {
+        self.settle()?;
         self.inner.wal.sync()
     }
 
@@ -456,8 +505,11 @@ impl Db {
 
     /// Flushes the memtables to SST files and waits for it.
     pub fn flush(&self) -> Result<()> {
+        self.settle()?;
         let inner = &self.inner;
         inner.wal.quiesce(|| inner.freeze())?;
+        // Batches queued while the memtable froze wait for the apply thread.
+        inner.wake_applier(true);
         while inner.flush_oldest()? {}
         Ok(())
     }
@@ -587,6 +639,13 @@ impl Signal {
 }
 
 impl Inner {
+    /// Wakes the apply thread if `stranded`: queued batches wait with no commit leader.
+    fn wake_applier(&self, stranded: bool) {
+        if stranded {
+            self.applier.wake();
+        }
+    }
+
     /// Applies a committed group of WAL payloads to the active memtable, in log order. Runs
     /// as the WAL's commit leader.
     fn apply_group(&self, payloads: &[&[u8]]) {
@@ -1245,6 +1304,36 @@ mod tests {
         };
         let db = Db::open(dir.path(), always)?;
         assert!(db.write_may_block(), "every write fsyncs under `always`");
+        Ok(())
+    }
+
+    #[test]
+    fn queued_writes_are_applied_by_the_apply_thread_in_order() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let db = Db::open(dir.path(), DbOptions::default())?;
+        let t = db.open_table("t", TableOptions::default())?;
+        for i in 0..100u32 {
+            let mut b = WriteBatch::new();
+            b.put(&t, b"r", b"c", &i.to_be_bytes());
+            db.write_queued(&b)?;
+        }
+        // No settle and no later write: the apply thread alone makes the last one visible.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while db.get(&t, b"r", b"c")?.as_deref() != Some(&99u32.to_be_bytes()[..]) {
+            assert!(
+                Instant::now() < deadline,
+                "queued writes were never applied"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // A plain write waits for the batches queued before it.
+        let mut b = WriteBatch::new();
+        b.put(&t, b"r", b"d", b"x");
+        db.write_queued(&b)?;
+        let mut b = WriteBatch::new();
+        b.put(&t, b"s", b"c", b"y");
+        db.write(&b)?;
+        assert_eq!(db.get(&t, b"r", b"d")?.as_deref(), Some(&b"x"[..]));
         Ok(())
     }
 

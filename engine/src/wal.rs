@@ -74,12 +74,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 
 pub(crate) use entry::{DecodedEntry, Entry, decode_entry};
 use segment::{HEADER_BYTES, MAX_PAYLOAD_BYTES, encode_header, frame_record, segment_file_name};
+
+/// Queued records past this many bytes make [`Wal::commit`] wait even when asked only to
+/// queue: a bound on the memory and on how far the applied state trails the queue.
+const QUEUE_LIMIT_BYTES: usize = 4 << 20;
 
 /// Counters of the WAL.
 #[derive(Debug, Default)]
@@ -195,7 +199,10 @@ impl Wal {
         &self.stats
     }
 
-    /// Appends `entry` and returns once it is written (and fsynced when `sync`).
+    /// Appends `entry`. Returns once it is written (and fsynced when `sync`), or with
+    /// `queue` (and not `sync`) once it waits in the queue while its queue is not too long:
+    /// it is written and applied later, in order, by the current commit leader or, when this
+    /// returns true, by whoever [`Wal::lead_queued`] next (the caller's applier, to be woken).
     ///
     /// Concurrent callers are grouped: the first waiter becomes the leader, writes every queued
     /// record with one write and at most one fsync, then calls its `apply` with every payload
@@ -206,8 +213,9 @@ impl Wal {
         &self,
         entry: Entry<'_>,
         sync: bool,
+        queue: bool,
         apply: &mut dyn FnMut(&[&[u8]]),
-    ) -> Result<()> {
+    ) -> Result<bool> {
         if entry.max_encoded_len() > MAX_PAYLOAD_BYTES {
             return Err(Error::InvalidArgument(format!(
                 "write batch of about {} bytes exceeds the limit of {MAX_PAYLOAD_BYTES}",
@@ -224,27 +232,71 @@ impl Wal {
         q.payloads.push(range);
         q.batches += u64::from(entry.is_batch());
         q.sync |= sync;
+        if queue && !sync && q.buf.len() <= QUEUE_LIMIT_BYTES {
+            return Ok(!q.leader);
+        }
+        self.wait_or_lead(q, ticket, apply)
+    }
+
+    /// Waits until every record queued so far is written and applied, leading their groups
+    /// if no one else does. Fails if one of them failed. Returns true if records queued
+    /// meanwhile wait with no leader (see [`Wal::commit`]).
+    pub(crate) fn settle(&self, apply: &mut dyn FnMut(&[&[u8]])) -> Result<bool> {
+        let q = self.queue.lock();
+        match q.next_ticket.checked_sub(1) {
+            Some(last) if q.done <= last => self.wait_or_lead(q, last, apply),
+            _ => Ok(false),
+        }
+    }
+
+    /// Writes and applies queued records, group after group, until the queue is empty;
+    /// returns at once if another caller leads.
+    pub(crate) fn lead_queued(&self, apply: &mut dyn FnMut(&[&[u8]])) {
+        let mut q = self.queue.lock();
+        while !q.leader && q.done < q.next_ticket {
+            q = self.run_group(q, apply);
+        }
+    }
+
+    /// Waits until `ticket` is done, leading its group if no one else leads. Returns its
+    /// outcome, and whether records queued after it now wait with no leader.
+    fn wait_or_lead<'a>(
+        &'a self,
+        mut q: MutexGuard<'a, Queue>,
+        ticket: u64,
+        apply: &mut dyn FnMut(&[&[u8]]),
+    ) -> Result<bool> {
         while q.leader && q.done <= ticket {
             self.queue_cv.wait(&mut q);
         }
-        if q.done > ticket {
-            return match &q.failed {
-                Some((from, msg)) if *from <= ticket => Err(Error::Closed(msg.clone())),
-                _ => Ok(()),
-            };
+        if q.done <= ticket {
+            // No leader and our record still queued: lead its group (it holds every queued
+            // record, so ours too).
+            q = self.run_group(q, apply);
         }
-        if let Some((_, msg)) = &q.failed {
+        match &q.failed {
+            Some((from, msg)) if *from <= ticket => Err(Error::Closed(msg.clone())),
+            _ => Ok(!q.leader && q.done < q.next_ticket),
+        }
+    }
+
+    /// Leads one group: every record queued now. Call with no leader active. Returns with the
+    /// queue locked again and leadership given up.
+    fn run_group<'a>(
+        &'a self,
+        mut q: MutexGuard<'a, Queue>,
+        apply: &mut dyn FnMut(&[&[u8]]),
+    ) -> MutexGuard<'a, Queue> {
+        if q.failed.is_some() {
             // Queued while the failing group was written: fail everything still queued.
-            let err = Error::Closed(msg.clone());
             q.done = q.next_ticket;
             q.buf.clear();
             q.payloads.clear();
             q.batches = 0;
             q.sync = false;
             self.queue_cv.notify_all();
-            return Err(err);
+            return q;
         }
-        // Lead the group: everything queued from `done` up to `next_ticket`.
         q.leader = true;
         let first = q.done;
         let upto = q.next_ticket;
@@ -273,7 +325,7 @@ impl Wal {
             q.buf = buf;
         }
         self.queue_cv.notify_all();
-        result
+        q
     }
 
     fn write_group(&self, buf: &[u8], sync: bool, batches: u64) -> Result<()> {

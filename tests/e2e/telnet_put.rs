@@ -204,3 +204,46 @@ fn known_series_follow_a_rename_and_replies_keep_line_order() -> anyhow::Result<
     );
     Ok(())
 }
+
+/// Points of series a connection has sent before are queued for storage, not waited for; a
+/// reply still comes only once every point before it can be read. Here from other
+/// connections, round after round, with the query right after the reply.
+#[test]
+fn a_reply_comes_after_the_points_before_it_are_readable() -> anyhow::Result<()> {
+    let server = Server::start()?;
+    let mut conns = Vec::new();
+    for _ in 0..2 {
+        let conn = server.connect()?;
+        let reader = BufReader::new(conn.try_clone()?);
+        conns.push((conn, reader));
+    }
+    let base = 1_356_998_400i64;
+    let mut sent = 0u64;
+    for round in 0..20i64 {
+        for (c, (conn, reader)) in conns.iter_mut().enumerate() {
+            let mut lines = String::new();
+            for host in 0..200 {
+                let ts = base + round * 10;
+                lines.push_str(&format!(
+                    "put e2e.queued {ts} {round} host=h{host} conn=c{c}\n"
+                ));
+            }
+            conn.write_all(lines.as_bytes())?;
+            sent += 200;
+            assert!(barrier(conn, reader)?.is_empty());
+            let body = format!(
+                r#"{{"start":{base},"end":{},"queries":[{{"metric":"e2e.queued","aggregator":"sum","downsample":"0all-count"}}]}}"#,
+                base + 3600
+            );
+            let (status, text) = server.http("POST", "/api/query", body.as_bytes())?;
+            assert_eq!(status, 200, "{text}");
+            let v: serde_json::Value = serde_json::from_str(&text)?;
+            let count: f64 = v[0]["dps"]
+                .as_object()
+                .map(|d| d.values().filter_map(serde_json::Value::as_f64).sum())
+                .unwrap_or(0.0);
+            assert_eq!(count as u64, sent, "round {round}, connection {c}");
+        }
+    }
+    Ok(())
+}

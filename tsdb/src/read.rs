@@ -390,6 +390,8 @@ impl Tsdb {
         }
         let inner = &*self.inner;
         let mut guard = inner.write_lock.lock();
+        // Queued writes first: the delete must see every point written before it.
+        inner.db.settle()?;
         let snap = inner.db.snapshot();
         let rows = self.fetch_rows(&snap, ids, start_ms, end_ms, (Plan::Auto, 0))?;
         let mut batch = WriteBatch::new();

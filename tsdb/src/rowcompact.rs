@@ -260,10 +260,12 @@ impl Tsdb {
     ) -> Result<BatchRead> {
         let inner = &*self.inner;
         // Every change to the data and meta tables commits under the write lock, so a snapshot
-        // taken under it together with the engine's count of committed batches tells, later
-        // under the lock again, whether anything at all was written in between.
+        // taken under it (once the batches queued before are applied) together with the
+        // engine's count of committed batches tells, later under the lock again, whether
+        // anything at all was written in between.
         let (snap, batches_before) = {
             let _guard = inner.write_lock.lock();
+            inner.db.settle()?;
             (inner.db.snapshot(), inner.db.stats().batches_written)
         };
         let rows = read_rows(&snap, &inner.data, chunk, Candidate::rowkey)?;
@@ -306,6 +308,7 @@ impl Tsdb {
             return Ok(());
         }
         let mut guard = inner.write_lock.lock();
+        inner.db.settle()?;
         // Nothing committed since the read (the common case when ingest is quiet): the rows
         // and markers are as read. Otherwise re-read them and keep only the unchanged rows.
         let recheck = if inner.db.stats().batches_written == batches_before {

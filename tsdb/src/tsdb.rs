@@ -53,6 +53,17 @@ impl WriteState {
     }
 }
 
+/// How [`Tsdb::commit`] hands its batch to the engine.
+#[derive(Clone, Copy)]
+enum Commit {
+    /// Visible on return ([`Db::write`]).
+    Wait,
+    /// Visible and fsynced on return ([`Db::write_sync`]).
+    Sync,
+    /// Queued, visible shortly after ([`Db::write_queued`]).
+    Queued,
+}
+
 /// A series' newest point as a batch changes it.
 struct LastUpdate {
     point: (i64, Value),
@@ -316,6 +327,10 @@ impl Tsdb {
     }
 
     /// As [`Tsdb::write`], for points of series resolved beforehand: no names to look up.
+    ///
+    /// Unlike [`Tsdb::write`], it does not wait for the engine to apply the batch: the points
+    /// become visible shortly after it returns, in order with every other write, and
+    /// [`Tsdb::settle`] waits for them. The caller meanwhile goes on with its next batch.
     pub fn write_series(&self, points: &[SeriesPoint<'_>]) -> Vec<Result<()>> {
         let prepared = points.iter().map(|p| {
             let series = &*p.series.series;
@@ -341,7 +356,7 @@ impl Tsdb {
         });
         // Straight into the commit: collected first, each point's `Result` (as large as the
         // error type) was copied twice more, about 2 % of a telnet ingest's CPU.
-        self.commit(prepared, false)
+        self.commit(prepared, Commit::Queued)
     }
 
     fn write_inner<S: AsRef<str>>(
@@ -349,14 +364,15 @@ impl Tsdb {
         points: &[PointRef<'_, S>],
         sync: bool,
     ) -> Vec<Result<()>> {
-        self.commit(self.prepare_all(points).into_iter(), sync)
+        let how = if sync { Commit::Sync } else { Commit::Wait };
+        self.commit(self.prepare_all(points).into_iter(), how)
     }
 
     /// Writes prepared points in one engine batch; see [`Tsdb::write`].
     fn commit<R: std::ops::Deref<Target = CachedSeries>>(
         &self,
         prepared: impl ExactSizeIterator<Item = Result<Prepared<R>>>,
-        sync: bool,
+        how: Commit,
     ) -> Vec<Result<()>> {
         let inner = &*self.inner;
         let n = prepared.len();
@@ -490,10 +506,10 @@ impl Tsdb {
                 );
             }
         }
-        let committed = if sync {
-            inner.db.write_sync(&batch)
-        } else {
-            inner.db.write(&batch)
+        let committed = match how {
+            Commit::Wait => inner.db.write(&batch),
+            Commit::Sync => inner.db.write_sync(&batch),
+            Commit::Queued => inner.db.write_queued(&batch),
         };
         match committed {
             Ok(()) => {
@@ -785,6 +801,11 @@ impl Tsdb {
         self.inner.db.write_may_block()
     }
 
+    /// Waits until the points of every [`Tsdb::write_series`] before the call are visible.
+    pub fn settle(&self) -> Result<()> {
+        Ok(self.inner.db.settle()?)
+    }
+
     /// Fsyncs the engine's WAL.
     pub fn sync(&self) -> Result<()> {
         Ok(self.inner.db.sync_wal()?)
@@ -876,6 +897,8 @@ mod tests {
             "{:?}",
             results[3]
         );
+        // Queued: visible once settled.
+        db.settle()?;
         let read = db.read("m", &[], 0, i64::MAX)?;
         assert_eq!(read.len(), 1);
         assert_eq!(

@@ -27,7 +27,7 @@ fn batch(i: u32) -> WriteBatch {
 
 fn write_n(wal: &Wal, from: u32, n: u32) -> Result<()> {
     for i in from..from + n {
-        wal.commit(Entry::Batch(&batch(i)), false, &mut |_| {})?;
+        wal.commit(Entry::Batch(&batch(i)), false, false, &mut |_| {})?;
     }
     Ok(())
 }
@@ -138,7 +138,7 @@ fn concurrent_commits_are_all_written_and_applied_once() -> TestResult {
             let applied = Arc::clone(&applied);
             std::thread::spawn(move || -> Result<()> {
                 for i in 0..50 {
-                    wal.commit(Entry::Batch(&batch(t * 1000 + i)), true, &mut |ps| {
+                    wal.commit(Entry::Batch(&batch(t * 1000 + i)), true, false, &mut |ps| {
                         applied.lock().extend(ps.iter().map(|p| p.to_vec()));
                     })?;
                 }
@@ -177,5 +177,87 @@ fn an_unknown_version_in_the_last_segment_is_never_erased() -> TestResult {
         Err(Error::Corruption { offset: 0, .. })
     ));
     assert_eq!(std::fs::read(&path)?, bytes);
+    Ok(())
+}
+
+/// The payload of `batch(i)`, as the WAL hands it to `apply` and to replay.
+fn payload(i: u32) -> Vec<u8> {
+    let mut p = Vec::new();
+    Entry::Batch(&batch(i)).encode(&mut p);
+    p
+}
+
+#[test]
+fn queued_commits_wait_for_a_leader_and_are_applied_in_order() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (wal, _) = open(dir.path(), 1 << 20)?;
+    let applied = parking_lot::Mutex::new(Vec::new());
+    let mut apply = |ps: &[&[u8]]| applied.lock().extend(ps.iter().map(|p| p.to_vec()));
+    // Nobody leads: each queued record says so, and nothing is written or applied yet.
+    for i in 0..3 {
+        let stranded = wal.commit(Entry::Batch(&batch(i)), false, true, &mut |_| {
+            panic!("a queued commit applied with no leader asked for")
+        })?;
+        assert!(stranded, "record {i} waits with no leader");
+    }
+    assert_eq!(wal.stats().batches.load(Ordering::Relaxed), 0);
+    assert!(applied.lock().is_empty());
+    // A waiting commit leads the queued records' group, its own last.
+    assert!(!wal.commit(Entry::Batch(&batch(3)), false, false, &mut apply)?);
+    assert_eq!(*applied.lock(), (0..4).map(payload).collect::<Vec<_>>());
+    // Queued again, then led by the applier's call; settling with nothing queued is a no-op.
+    assert!(wal.commit(Entry::Batch(&batch(4)), false, true, &mut apply)?);
+    wal.lead_queued(&mut apply);
+    assert!(!wal.settle(&mut apply)?);
+    // And by a settle.
+    assert!(wal.commit(Entry::Batch(&batch(5)), false, true, &mut apply)?);
+    assert!(!wal.settle(&mut apply)?);
+    let want: Vec<Vec<u8>> = (0..6).map(payload).collect();
+    assert_eq!(*applied.lock(), want);
+    drop(wal);
+    assert_eq!(open(dir.path(), 1 << 20)?.1, want);
+    Ok(())
+}
+
+#[test]
+fn a_queued_commit_past_the_queue_limit_leads_itself() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (wal, _) = open(dir.path(), 64 << 20)?;
+    let mut applied = 0usize;
+    let mut queued = 0u32;
+    // Each record is about 60 bytes: the limit is reached after tens of thousands.
+    loop {
+        let stranded = wal.commit(Entry::Batch(&batch(queued)), false, true, &mut |ps| {
+            applied += ps.len()
+        })?;
+        queued += 1;
+        if !stranded {
+            break;
+        }
+        assert!(
+            queued as usize * 40 < 2 * QUEUE_LIMIT_BYTES,
+            "still only queued after {queued} records"
+        );
+    }
+    // The record that went past the limit wrote and applied the whole queue.
+    assert_eq!(applied, queued as usize);
+    assert_eq!(
+        wal.stats().batches.load(Ordering::Relaxed),
+        u64::from(queued)
+    );
+    Ok(())
+}
+
+#[test]
+fn a_synced_commit_never_stays_queued() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (wal, _) = open(dir.path(), 1 << 20)?;
+    let mut applied = 0;
+    assert!(
+        !wal.commit(Entry::Batch(&batch(0)), true, true, &mut |ps| applied +=
+            ps.len())?
+    );
+    assert_eq!(applied, 1);
+    assert_eq!(wal.stats().syncs.load(Ordering::Relaxed), 1);
     Ok(())
 }

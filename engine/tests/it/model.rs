@@ -1,6 +1,7 @@
 //! The database against a `BTreeMap` model, with reopen, flush and compaction steps: whatever
 //! was written, deleted, flushed to SSTs, compacted and replayed from the WAL reads back as the
-//! model says. One variant uses tiny memtables so that flushes also happen on their own.
+//! model says. One variant uses tiny memtables so that flushes also happen on their own, and
+//! one commits some batches with `Db::write_queued`.
 
 use std::collections::BTreeMap;
 
@@ -16,6 +17,9 @@ enum Step {
     DeleteRow(bool, u8),
     /// Commit the current batch.
     Commit,
+    /// Queue the current batch with `Db::write_queued` (a plain commit under the sync policy
+    /// `always`). What reads see is then unsettled until the next step.
+    CommitQueued,
     Reopen,
     Flush,
     Compact,
@@ -28,6 +32,7 @@ fn step() -> impl Strategy<Value = Step> {
         2 => (any::<bool>(), 0u8..6, 0u8..4).prop_map(|(t, r, c)| Step::Delete(t, r, c)),
         1 => (any::<bool>(), 0u8..6).prop_map(|(t, r)| Step::DeleteRow(t, r)),
         3 => Just(Step::Commit),
+        2 => Just(Step::CommitQueued),
         1 => Just(Step::Reopen),
         1 => Just(Step::Flush),
         1 => Just(Step::Compact),
@@ -59,7 +64,7 @@ fn apply(model: &mut Model, s: &Step) {
         Step::DeleteRow(t, r) => {
             model.remove(&(*t, key(*r)));
         }
-        Step::Commit | Step::Reopen | Step::Flush | Step::Compact => {}
+        Step::Commit | Step::CommitQueued | Step::Reopen | Step::Flush | Step::Compact => {}
     }
 }
 
@@ -83,6 +88,9 @@ fn dump(db: &Db) -> Result<Model, strata_engine::Error> {
 fn run(steps: &[Step], tune: fn(DbOptions) -> DbOptions) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
     let open = || Db::open(dir.path(), tune(options(SyncPolicy::Always, 512)));
+    // Queued batches may still wait after a `CommitQueued` step: a later write, a flush and
+    // a reopen must take them in order; other steps settle first.
+    let mut unsettled = false;
     let fail = |e: strata_engine::Error| TestCaseError::fail(e.to_string());
     let mut db = open().map_err(fail)?;
     let mut model = Model::new();
@@ -90,12 +98,15 @@ fn run(steps: &[Step], tune: fn(DbOptions) -> DbOptions) -> Result<(), TestCaseE
     let mut batch = WriteBatch::new();
     for s in steps {
         let (a, b) = tables(&db).map_err(fail)?;
+        let mut wrote = false;
         let t = |flag: bool| if flag { b.clone() } else { a.clone() };
         match s {
             Step::Put(f, r, c, v) => batch.put(&t(*f), &key(*r), &key(*c), v),
             Step::Delete(f, r, c) => batch.delete(&t(*f), &key(*r), &key(*c)),
             Step::DeleteRow(f, r) => batch.delete_row(&t(*f), &key(*r)),
             Step::Commit => {
+                // A write waits for the batches queued before it; an empty one writes nothing.
+                wrote = !batch.is_empty();
                 db.write(&batch).map_err(fail)?;
                 batch.clear();
                 model = pending.clone();
@@ -107,10 +118,26 @@ fn run(steps: &[Step], tune: fn(DbOptions) -> DbOptions) -> Result<(), TestCaseE
                 drop(db);
                 db = open().map_err(fail)?;
             }
+            Step::CommitQueued => {
+                db.write_queued(&batch).map_err(fail)?;
+                batch.clear();
+                model = pending.clone();
+            }
             Step::Flush => db.flush().map_err(fail)?,
             Step::Compact => db.compact_all().map_err(fail)?,
         }
         apply(&mut pending, s);
+        match s {
+            Step::CommitQueued => {
+                unsettled = true;
+                continue;
+            }
+            Step::Flush | Step::Reopen => {}
+            Step::Commit if wrote => {}
+            _ if unsettled => db.settle().map_err(fail)?,
+            _ => {}
+        }
+        unsettled = false;
         prop_assert_eq!(&dump(&db).map_err(fail)?, &model);
         for flag in [false, true] {
             for r in 0..6 {
@@ -136,6 +163,17 @@ proptest! {
     #[test]
     fn db_with_tiny_memtables_matches_a_btreemap(steps in proptest::collection::vec(step(), 1..80)) {
         run(&steps, |o| DbOptions { memtable_bytes: 200, ..o })?;
+    }
+
+    /// Batches queued for real (the sync policy is an interval), with tiny memtables so that
+    /// queued batches also freeze them.
+    #[test]
+    fn db_with_queued_writes_matches_a_btreemap(steps in proptest::collection::vec(step(), 1..80)) {
+        run(&steps, |o| DbOptions {
+            sync: SyncPolicy::Interval(std::time::Duration::from_millis(50)),
+            memtable_bytes: 300,
+            ..o
+        })?;
     }
 
     /// Tiny levels and files too, so that compactions run through several levels and cut
