@@ -137,6 +137,9 @@ struct Queue {
     leader: bool,
     /// After a failed write, tickets from this one on fail, and so does every later commit.
     failed: Option<(u64, String)>,
+    /// The buffers of the group before, emptied, for the next group to queue into: fresh ones
+    /// would fault their pages in again as they grow.
+    spare: (Vec<u8>, Vec<Range<usize>>),
 }
 
 impl Wal {
@@ -300,8 +303,9 @@ impl Wal {
         q.leader = true;
         let first = q.done;
         let upto = q.next_ticket;
-        let buf = std::mem::take(&mut q.buf);
-        let payloads = std::mem::take(&mut q.payloads);
+        let (spare_buf, spare_payloads) = std::mem::take(&mut q.spare);
+        let buf = std::mem::replace(&mut q.buf, spare_buf);
+        let payloads = std::mem::replace(&mut q.payloads, spare_payloads);
         let batches = std::mem::take(&mut q.batches);
         let group_sync = std::mem::take(&mut q.sync);
         drop(q);
@@ -318,11 +322,11 @@ impl Wal {
         if let Err(e) = &result {
             tracing::error!(error = %e, "WAL write failed; refusing further writes");
             q.failed = Some((first, format!("WAL write failed: {e}")));
-        } else if q.buf.is_empty() && q.buf.capacity() < buf.capacity() {
-            // Keep the larger allocation for the next group.
-            let mut buf = buf;
+        } else if q.spare.0.capacity() < buf.capacity() {
+            let (mut buf, mut payloads) = (buf, payloads);
             buf.clear();
-            q.buf = buf;
+            payloads.clear();
+            q.spare = (buf, payloads);
         }
         self.queue_cv.notify_all();
         q
