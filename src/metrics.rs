@@ -142,6 +142,7 @@ struct EngineGauges {
     cache_bytes: IntGauge,
     wal_bytes: IntGauge,
     wal_syncs: IntGauge,
+    wal_queue_bytes: IntGauge,
     batches_written: IntGauge,
 }
 
@@ -306,6 +307,10 @@ impl Metrics {
             )?,
             wal_bytes: b.gauge("strata_engine_wal_bytes", "Bytes appended to the WAL.")?,
             wal_syncs: b.gauge("strata_engine_wal_syncs", "WAL fsyncs.")?,
+            wal_queue_bytes: b.gauge(
+                "strata_engine_wal_queue_bytes",
+                "Bytes of queued telnet batches not yet written to the WAL and applied.",
+            )?,
             batches_written: b
                 .gauge("strata_engine_batches_written", "Write batches committed.")?,
         };
@@ -476,6 +481,7 @@ impl Metrics {
         g.cache_bytes.set(gauge_value(e.cache_bytes));
         g.wal_bytes.set(gauge_value(e.wal_bytes));
         g.wal_syncs.set(gauge_value(e.wal_syncs));
+        g.wal_queue_bytes.set(gauge_value(e.wal_queue_bytes));
         g.batches_written.set(gauge_value(e.batches_written));
 
         let s = tsdb.stats();
@@ -610,6 +616,7 @@ mod tests {
         assert!(text.contains("strata_http_request_duration_seconds_count{endpoint=\"other\"} 1"));
         assert!(text.contains("strata_connections_refused_total 1"));
         assert!(text.contains("strata_engine_memtable_bytes "));
+        assert!(text.contains("strata_engine_wal_queue_bytes 0"));
         assert!(text.contains("strata_tsdb_series 0"));
         assert_eq!(m.rejected_count(TELNET, reason::BAD_VALUE), 1);
         assert_eq!(m.http_requests(), 2);

@@ -81,6 +81,7 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Stat> {
     out.push(stat("storage.cache", e.cache_misses, &[("type", "misses")]));
     out.push(stat("storage.wal.bytes", e.wal_bytes, &[]));
     out.push(stat("storage.wal.syncs", e.wal_syncs, &[]));
+    out.push(stat("storage.wal.queue.bytes", e.wal_queue_bytes, &[]));
     out
 }
 

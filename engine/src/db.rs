@@ -561,6 +561,7 @@ impl Db {
             cache_bytes: cache.used_bytes,
             wal_bytes: wal.bytes.load(Ordering::Relaxed),
             wal_syncs: wal.syncs.load(Ordering::Relaxed),
+            wal_queue_bytes: inner.wal.queued_bytes(),
             batches_written: wal.batches.load(Ordering::Relaxed),
         }
     }

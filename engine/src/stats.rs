@@ -46,6 +46,8 @@ pub struct EngineStats {
     pub wal_bytes: u64,
     /// WAL fsyncs.
     pub wal_syncs: u64,
+    /// Bytes of queued batches not yet written to the WAL (see `Db::write_queued`).
+    pub wal_queue_bytes: u64,
     /// Write batches committed.
     pub batches_written: u64,
 }

@@ -202,6 +202,11 @@ impl Wal {
         &self.stats
     }
 
+    /// Bytes of records queued and not yet taken by a group.
+    pub(crate) fn queued_bytes(&self) -> u64 {
+        self.queue.lock().buf.len() as u64
+    }
+
     /// Appends `entry`. Returns once it is written (and fsynced when `sync`), or with
     /// `queue` (and not `sync`) once it waits in the queue while its queue is not too long:
     /// it is written and applied later, in order, by the current commit leader or, when this
