@@ -158,7 +158,7 @@ struct Counters {
     compaction_bytes_written: AtomicU64,
 }
 
-/// Wakes the flush thread.
+/// Wakes a background thread (flush, compaction or apply).
 #[derive(Debug, Default)]
 struct Signal {
     work: Mutex<bool>,
