@@ -2,9 +2,11 @@
 //!
 //! Lines are read in chunks; every complete `put` line in a chunk is parsed and the chunk's good
 //! points go to storage in one write (two when some of their series are new to the
-//! connection). The next chunk is read only after the writes return, so a stalled engine stops
-//! the socket from being read (backpressure) instead of buffering without bound. Replies keep
-//! the order of the lines that caused them.
+//! connection). The points of known series are only queued (`Tsdb::write_series`): they become
+//! readable shortly after, in order, and always before the connection's next reply, as a reply
+//! first waits for them. The next chunk is read only after the writes return, and the queue is
+//! bounded, so a stalled engine stops the socket from being read (backpressure) instead of
+//! buffering without bound. Replies keep the order of the lines that caused them.
 //!
 //! A connection remembers the series it has sent, by the text of the metric and tags exactly
 //! as sent: clients send a series' tags the same way every time. A line whose text it knows

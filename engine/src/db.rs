@@ -372,10 +372,7 @@ impl Db {
         // A table's creation is always durable before the table is handed out. Its record
         // changes no cell, so the group's apply skips it; the table map is updated here.
         self.inner
-            .wal
-            .commit(WalEntry::Table { id, name }, true, false, &mut |payloads| {
-                self.inner.apply_group(payloads)
-            })?;
+            .commit(WalEntry::Table { id, name }, true, false)?;
         let t = Table::new(id, name.into());
         tables.insert(name.to_string(), t.clone());
         self.inner.set_table_options(id, opts);
@@ -415,10 +412,10 @@ impl Db {
     /// memtables, and fails if one of them failed.
     pub fn settle(&self) -> Result<()> {
         let inner = &self.inner;
-        let strand = inner
+        let stranded = inner
             .wal
             .settle(&mut |payloads| inner.apply_group(payloads))?;
-        inner.wake_applier(strand);
+        inner.wake_applier(stranded);
         Ok(())
     }
 
@@ -427,14 +424,7 @@ impl Db {
             return Ok(());
         }
         self.inner.stall_if_needed();
-        let inner = &self.inner;
-        let strand = inner
-            .wal
-            .commit(WalEntry::Batch(batch), sync, queue, &mut |payloads| {
-                inner.apply_group(payloads)
-            })?;
-        inner.wake_applier(strand);
-        Ok(())
+        self.inner.commit(WalEntry::Batch(batch), sync, queue)
     }
 
     /// Whether a [`Db::write`] now would wait: for an fsync (policy `always`), or for memtable
@@ -640,6 +630,16 @@ impl Signal {
 }
 
 impl Inner {
+    /// Commits `entry` through the WAL (see `Wal::commit`), waking the apply thread when
+    /// queued batches are left with no commit leader.
+    fn commit(&self, entry: WalEntry<'_>, sync: bool, queue: bool) -> Result<()> {
+        let stranded = self.wal.commit(entry, sync, queue, &mut |payloads| {
+            self.apply_group(payloads)
+        })?;
+        self.wake_applier(stranded);
+        Ok(())
+    }
+
     /// Wakes the apply thread if `stranded`: queued batches wait with no commit leader.
     fn wake_applier(&self, stranded: bool) {
         if stranded {
