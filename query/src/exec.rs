@@ -595,6 +595,12 @@ struct Stage<'a> {
 /// split pays off from a few dozen series-hours per thread.
 const PARALLEL_MIN_SERIES_HOURS: u64 = 64;
 
+/// The cores this process may use, read once: on Linux, finding out opens three cgroup files,
+/// which cost a small query more than its reading did.
+static CORES: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+});
+
 /// Runs the per-series stages of the series `ids`: from their newest points where those decide
 /// (see [`process_newest_points`]), and from a read of the others. Series left out by
 /// `explicitTags`, or with no point in the window, are dropped.
@@ -659,13 +665,16 @@ fn process_newest_points(
 fn read_in_parts(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Processed>> {
     let (ws, we) = stage.window;
     let hours = u64::try_from((we - ws) / 3_600_000).unwrap_or(0).max(1);
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    if ids.len().saturating_mul(hours) < PARALLEL_MIN_SERIES_HOURS {
+        return read_chunk(stage, ids);
+    }
+    let cores = *CORES;
     let threads = match stage.threads {
         0 => cores,
         n => n.min(cores),
     }
     .min(usize::try_from(ids.len()).unwrap_or(usize::MAX));
-    if threads < 2 || ids.len().saturating_mul(hours) < PARALLEL_MIN_SERIES_HOURS {
+    if threads < 2 {
         return read_chunk(stage, ids);
     }
     // Split by salt bucket, so that scans do not read each other's rows.
