@@ -7,7 +7,7 @@
 //! is written, so keys are never duplicated.
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
+use std::io::Write as _;
 
 use serde_json::json;
 use strata_tsdb::Annotation;
@@ -17,66 +17,91 @@ use crate::exec::ResultGroup;
 use crate::model::{SubQuery, TsQuery};
 use crate::num::{Num, Point};
 
-fn push_str(out: &mut String, s: &str) {
+fn push_str(out: &mut Vec<u8>, s: &str) {
     // What serde_json escapes: quotes, backslashes and control characters. Names rarely have
     // any, so most strings are copied as they are.
     if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push('"');
-        out.push_str(s);
-        out.push('"');
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
     } else {
         // Serializing a &str cannot fail.
-        out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned()));
+        out.extend_from_slice(
+            serde_json::to_string(s)
+                .unwrap_or_else(|_| "\"\"".to_owned())
+                .as_bytes(),
+        );
     }
 }
 
 /// A JSON object of string pairs, as serde_json writes a map.
-fn push_str_map<'a>(out: &mut String, pairs: impl IntoIterator<Item = (&'a String, &'a String)>) {
-    out.push('{');
+fn push_str_map<'a>(out: &mut Vec<u8>, pairs: impl IntoIterator<Item = (&'a String, &'a String)>) {
+    out.push(b'{');
     for (n, (k, v)) in pairs.into_iter().enumerate() {
         if n > 0 {
-            out.push(',');
+            out.push(b',');
         }
         push_str(out, k);
-        out.push(':');
+        out.push(b':');
         push_str(out, v);
     }
-    out.push('}');
+    out.push(b'}');
 }
 
 /// A JSON array of strings.
-fn push_str_list(out: &mut String, list: &[String]) {
-    out.push('[');
+fn push_str_list(out: &mut Vec<u8>, list: &[String]) {
+    out.push(b'[');
     for (n, s) in list.iter().enumerate() {
         if n > 0 {
-            out.push(',');
+            out.push(b',');
         }
         push_str(out, s);
     }
-    out.push(']');
+    out.push(b']');
 }
 
-fn push_value(out: &mut String, v: Num, nan_as_null: bool) {
+fn push_value(out: &mut Vec<u8>, v: Num, nan_as_null: bool) {
     match v {
-        Num::Int(i) => out.push_str(itoa::Buffer::new().format(i)),
-        Num::Float(f) if f.is_nan() => out.push_str(if nan_as_null { "null" } else { "\"NaN\"" }),
-        Num::Float(f) if f.is_infinite() => out.push_str(if f > 0.0 {
-            "\"Infinity\""
+        Num::Int(i) => out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes()),
+        Num::Float(f) if f.is_nan() => {
+            out.extend_from_slice(if nan_as_null { b"null" } else { b"\"NaN\"" });
+        }
+        Num::Float(f) if f.is_infinite() => out.extend_from_slice(if f > 0.0 {
+            b"\"Infinity\""
         } else {
-            "\"-Infinity\""
+            b"\"-Infinity\""
         }),
         Num::Float(f) => push_double(out, f),
     }
 }
 
 /// Appends a finite double as Java's `Double.toString` writes it (see [`java_double`]). The
-/// plain-decimal range is written by `ryu`, whose shortest round-trip digits and `d.d` form are
+/// plain-decimal range is written by `zmij`, whose shortest round-trip digits and `d.d` form are
 /// Java's there.
-fn push_double(out: &mut String, v: f64) {
+fn push_double(out: &mut Vec<u8>, v: f64) {
     if v == 0.0 || (1e-3..1e7).contains(&v.abs()) {
-        out.push_str(ryu::Buffer::new().format_finite(v));
+        out.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
     } else {
-        out.push_str(&java_double(v));
+        out.extend_from_slice(java_double(v).as_bytes());
+    }
+}
+
+/// Appends one `dps` entry: `"<key>":<value>`, or `[<key>,<value>]` with `arrays`.
+fn push_point(out: &mut Vec<u8>, key: i64, v: Num, arrays: bool, nan_as_null: bool) {
+    let mut ts = itoa::Buffer::new();
+    let key = ts.format(key).as_bytes();
+    // The longest value (a double in E form) is under 32 bytes.
+    out.reserve(key.len() + 36);
+    out.push(if arrays { b'[' } else { b'"' });
+    out.extend_from_slice(key);
+    if arrays {
+        out.push(b',');
+    } else {
+        out.extend_from_slice(b"\":");
+    }
+    push_value(out, v, nan_as_null);
+    if arrays {
+        out.push(b']');
     }
 }
 
@@ -157,67 +182,55 @@ pub fn annotation_json(a: &Annotation) -> serde_json::Value {
     o
 }
 
-fn push_annotations(out: &mut String, list: &[Annotation]) {
+fn push_annotations(out: &mut Vec<u8>, list: &[Annotation]) {
     let list: Vec<serde_json::Value> = list.iter().map(annotation_json).collect();
-    out.push_str(&serde_json::Value::Array(list).to_string());
+    out.extend_from_slice(serde_json::Value::Array(list).to_string().as_bytes());
 }
 
 /// Writes the response array for `results` of query `q`.
 pub fn render(q: &TsQuery, results: &[ResultGroup]) -> Vec<u8> {
-    let mut out = String::from("[");
+    let mut out = Vec::from(*b"[");
     for (n, r) in results.iter().enumerate() {
         if n > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        out.push_str("{\"metric\":");
+        out.extend_from_slice(b"{\"metric\":");
         push_str(&mut out, &r.metric);
-        out.push_str(",\"tags\":");
+        out.extend_from_slice(b",\"tags\":");
         push_str_map(&mut out, &r.tags);
-        out.push_str(",\"aggregateTags\":");
+        out.extend_from_slice(b",\"aggregateTags\":");
         push_str_list(&mut out, &r.aggregate_tags);
         if q.show_query
             && let Some(sub) = q.queries.get(r.query_index)
         {
             let mut sub = sub.clone();
             sub.index = r.query_index;
-            out.push_str(",\"query\":");
-            out.push_str(&query_echo(&sub).to_string());
+            out.extend_from_slice(b",\"query\":");
+            out.extend_from_slice(query_echo(&sub).to_string().as_bytes());
         }
         if q.show_tsuids {
-            out.push_str(",\"tsuids\":");
+            out.extend_from_slice(b",\"tsuids\":");
             push_str_list(&mut out, &r.tsuids);
         }
         if !r.annotations.is_empty() {
-            out.push_str(",\"annotations\":");
+            out.extend_from_slice(b",\"annotations\":");
             push_annotations(&mut out, &r.annotations);
         }
         if !r.global_annotations.is_empty() {
-            out.push_str(",\"globalAnnotations\":");
+            out.extend_from_slice(b",\"globalAnnotations\":");
             push_annotations(&mut out, &r.global_annotations);
         }
-        out.push_str(",\"dps\":");
+        out.extend_from_slice(b",\"dps\":");
         let points = keyed_points(&r.points, q.ms_resolution);
-        out.push(if q.arrays { '[' } else { '{' });
+        out.push(if q.arrays { b'[' } else { b'{' });
         out.reserve(points.len() * 24);
-        let mut ts = itoa::Buffer::new();
         for (i, (t, v)) in points.iter().enumerate() {
             if i > 0 {
-                out.push(',');
+                out.push(b',');
             }
-            if q.arrays {
-                out.push('[');
-                out.push_str(ts.format(*t));
-                out.push(',');
-                push_value(&mut out, *v, r.nan_as_null);
-                out.push(']');
-            } else {
-                out.push('"');
-                out.push_str(ts.format(*t));
-                out.push_str("\":");
-                push_value(&mut out, *v, r.nan_as_null);
-            }
+            push_point(&mut out, *t, *v, q.arrays, r.nan_as_null);
         }
-        out.push(if q.arrays { ']' } else { '}' });
+        out.push(if q.arrays { b']' } else { b'}' });
         if q.show_stats {
             let _ = write!(
                 out,
@@ -227,11 +240,11 @@ pub fn render(q: &TsQuery, results: &[ResultGroup]) -> Vec<u8> {
                 r.tsuids.len()
             );
         }
-        out.push('}');
+        out.push(b'}');
     }
     if q.show_summary {
         if !results.is_empty() {
-            out.push(',');
+            out.push(b',');
         }
         let raw: usize = results.iter().map(|r| r.raw_points).sum();
         let emitted: usize = results.iter().map(|r| r.points.len()).sum();
@@ -244,8 +257,8 @@ pub fn render(q: &TsQuery, results: &[ResultGroup]) -> Vec<u8> {
             results.len()
         );
     }
-    out.push(']');
-    out.into_bytes()
+    out.push(b']');
+    out
 }
 
 /// OpenTSDB's error body `{"error":{"code":..,"message":..[,"details":..]}}`.
@@ -275,13 +288,13 @@ mod tests {
         fn strings_are_written_as_serde_json_writes_them(
             pairs in proptest::collection::btree_map("[a-z\"\\\\\u{0}-\u{1f}\u{7f}é/ ]{0,6}", ".{0,6}", 0..4),
         ) {
-            let mut out = String::new();
+            let mut out = Vec::new();
             push_str_map(&mut out, &pairs);
-            prop_assert_eq!(&out, &serde_json::to_string(&pairs).unwrap());
+            prop_assert_eq!(&out, &serde_json::to_vec(&pairs).unwrap());
             let list: Vec<String> = pairs.keys().cloned().collect();
             out.clear();
             push_str_list(&mut out, &list);
-            prop_assert_eq!(&out, &serde_json::to_string(&list).unwrap());
+            prop_assert_eq!(&out, &serde_json::to_vec(&list).unwrap());
         }
     }
 
@@ -297,15 +310,22 @@ mod tests {
         assert_eq!(k.len(), 3);
         assert_eq!(&k[..2], &[(1, Num::Int(2)), (2, Num::Float(3.0))]);
         assert!(matches!(k[2], (3, Num::Float(f)) if f.is_nan()));
-        let mut s = String::new();
+        let mut s = Vec::new();
         push_value(&mut s, Num::Float(3.0), false);
-        s.push(' ');
+        s.push(b' ');
         push_value(&mut s, Num::Float(f64::NAN), false);
-        s.push(' ');
+        s.push(b' ');
         push_value(&mut s, Num::Float(f64::NAN), true);
-        s.push(' ');
+        s.push(b' ');
         push_value(&mut s, Num::Int(-7), true);
-        assert_eq!(s, "3.0 \"NaN\" null -7");
+        s.push(b' ');
+        push_point(&mut s, 17, Num::Float(f64::INFINITY), false, false);
+        s.push(b' ');
+        push_point(&mut s, -1, Num::Float(-2.5e-7), true, false);
+        assert_eq!(
+            String::from_utf8(s).unwrap(),
+            "3.0 \"NaN\" null -7 \"17\":\"Infinity\" [-1,-2.5E-7]"
+        );
     }
 
     #[test]
@@ -329,14 +349,14 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The ryu fast path writes exactly what the `Display`-based conversion writes.
+        /// The zmij fast path writes exactly what the `Display`-based conversion writes.
         #[test]
         fn push_double_is_java_double(bits in proptest::num::u64::ANY, small in -1e8f64..1e8) {
             for v in [f64::from_bits(bits), small, (small * 100.0).round() / 100.0] {
                 if v.is_finite() {
-                    let mut s = String::new();
+                    let mut s = Vec::new();
                     push_double(&mut s, v);
-                    proptest::prop_assert_eq!(s, java_double(v));
+                    proptest::prop_assert_eq!(s, java_double(v).into_bytes());
                 }
             }
         }
