@@ -99,6 +99,7 @@ fn main() -> anyhow::Result<()> {
             let config = config::Config::resolve(&args)?;
             let (lock, tsdb) = cli::open_locked(&config)?;
             let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(config.worker_threads)
                 .enable_all()
                 .build()?;
             let result = runtime.block_on(server::serve(config, tsdb));

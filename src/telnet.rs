@@ -27,6 +27,8 @@ use crate::version;
 
 /// Bytes read from the socket at a time. A chunk's puts become one storage write.
 const READ_CHUNK: usize = 64 << 10;
+/// How long a connection may keep its worker busy before it lets the other tasks run.
+const YIELD_AFTER: std::time::Duration = std::time::Duration::from_millis(1);
 /// Series one connection remembers; past this it forgets them all and starts again. A
 /// remembered series costs its text, a hash slot and a handle: about 150 bytes.
 const MAX_KNOWN_SERIES: usize = 1 << 16;
@@ -43,6 +45,7 @@ pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> 
     let mut ranges = Vec::new();
     let mut lines_buf: Vec<&'static [u8]> = Vec::new();
     let mut session = Session::new(shared.clone());
+    let mut ran_since = std::time::Instant::now();
     loop {
         // A read error (a reset) ends the connection like a close does, and the whole lines
         // read before it are still stored; an unterminated tail is dropped then, as it may be
@@ -81,6 +84,13 @@ pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> 
         }
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
+        }
+        // A bulk sender has the next chunk ready at once, and tokio's budget lets a task make
+        // 128 reads before it must yield: that held the worker, and every query behind it,
+        // for tens of milliseconds.
+        if ran_since.elapsed() >= YIELD_AFTER {
+            tokio::task::yield_now().await;
+            ran_since = std::time::Instant::now();
         }
     }
 }

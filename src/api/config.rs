@@ -22,6 +22,7 @@ pub(crate) fn settings(shared: &Shared) -> BTreeMap<String, String> {
     set("tsd.network.bind", c.bind.to_string());
     set("tsd.network.port", c.port.to_string());
     set("tsd.core.connections.limit", c.max_connections.to_string());
+    set("tsd.network.worker_threads", c.worker_threads.to_string());
     set("tsd.core.enable_api", "true".into());
     set(
         "tsd.core.auto_create_metrics",
