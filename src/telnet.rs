@@ -19,7 +19,7 @@ use bytes::BytesMut;
 use rustc_hash::FxHashMap;
 use strata_ingest::{Command, LineSplitter, parse_command, parse_put_head, parse_put_line};
 use strata_tsdb::{ErrorKind, PointRef, SeriesHandle, SeriesPoint, Tsdb, Value};
-use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::server::Shared;
@@ -28,7 +28,7 @@ use crate::version;
 /// Bytes read from the socket at a time. A chunk's puts become one storage write.
 const READ_CHUNK: usize = 64 << 10;
 /// How long a connection may keep its worker busy before it lets the other tasks run.
-const YIELD_AFTER: std::time::Duration = std::time::Duration::from_millis(1);
+const YIELD_AFTER: std::time::Duration = std::time::Duration::from_micros(300);
 /// Series one connection remembers; past this it forgets them all and starts again. A
 /// remembered series costs its text, a hash slot and a handle: about 150 bytes.
 const MAX_KNOWN_SERIES: usize = 1 << 16;
@@ -36,7 +36,16 @@ const MAX_KNOWN_SERIES: usize = 1 << 16;
 /// Serves telnet commands until the client closes the connection, sends `exit`, or the server
 /// shuts down.
 pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> anyhow::Result<()> {
-    let (mut read, mut write) = stream.into_split();
+    let (read, write) = stream.into_split();
+    serve_lines(read, write, shared).await
+}
+
+/// Serves the lines read from `read`, replying on `write`.
+async fn serve_lines<R, W>(mut read: R, mut write: W, shared: Arc<Shared>) -> anyhow::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let mut shutdown = shared.shutdown.clone();
     let mut splitter = LineSplitter::new(shared.config.max_line_bytes);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
@@ -549,6 +558,73 @@ mod tests {
         let series = tsdb.read_series(&ids, 0, i64::MAX)?;
         let points: Vec<i64> = series[0].points.iter().map(|p| p.0).collect();
         assert_eq!(points, vec![1_356_998_400_000, 1_356_998_410_000]);
+        Ok(())
+    }
+
+    /// A bulk sender keeps the next chunk ready, so its connection's reads never wait; it
+    /// must still let the worker's other tasks (the queries) run between its chunks. Before
+    /// it yielded on its own, a connection whose reads were always ready kept its worker
+    /// until tokio's budget of 128 reads ran out: tens of milliseconds with 64 KiB chunks,
+    /// and here, with a reader that never waits, until the end of the input.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_bulk_sender_lets_other_tasks_run() -> anyhow::Result<()> {
+        const LINES: u64 = 400_000;
+        let dir = tempfile::tempdir()?;
+        let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
+        let (_keep, shutdown) = tokio::sync::watch::channel(false);
+        let shared = Arc::new(Shared {
+            config: Config::resolve(&ServeArgs::default())?,
+            tsdb,
+            parse: strata_ingest::ParseConfig::new(),
+            shutdown,
+            metrics: Metrics::new()?,
+            host: "test".into(),
+        });
+        let mut text = Vec::new();
+        for i in 0..LINES {
+            let line = format!("put m {} {i} host=h{}\n", 1_356_998_400 + i / 8, i % 8);
+            text.extend_from_slice(line.as_bytes());
+        }
+        // A byte slice is always ready to read, like the socket of a sender that stays
+        // ahead of the server.
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let conn = tokio::spawn({
+            let (shared, done) = (shared.clone(), done.clone());
+            async move {
+                let served = serve_lines(std::io::Cursor::new(text), tokio::io::sink(), shared);
+                let result = served.await;
+                done.store(true, std::sync::atomic::Ordering::Release);
+                result
+            }
+        });
+        // Spawned, the probe shares the one worker with the connection (the test's own body
+        // runs on another thread); it notes how many lines were stored in each of the
+        // connection's turns.
+        let probe = tokio::spawn({
+            let shared = shared.clone();
+            async move {
+                let stored = &shared.metrics.telnet.stored;
+                let (mut last, mut longest_turn, mut turns) = (0, 0, 0);
+                loop {
+                    let finished = done.load(std::sync::atomic::Ordering::Acquire);
+                    let now = stored.get();
+                    longest_turn = longest_turn.max(now - last);
+                    turns += u64::from(now > last);
+                    last = now;
+                    if finished {
+                        return (turns, longest_turn);
+                    }
+                    tokio::task::yield_now().await;
+                }
+            }
+        });
+        conn.await??;
+        let (turns, longest_turn) = probe.await?;
+        assert_eq!(shared.metrics.telnet.stored.get(), LINES);
+        assert!(
+            longest_turn <= LINES / 4 && turns >= 4,
+            "{turns} turns; one stored {longest_turn} lines"
+        );
         Ok(())
     }
 }
