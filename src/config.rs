@@ -89,6 +89,8 @@ const DEFAULT_CACHE_MB: u64 = 64;
 /// against two took the bench's Q1 and Q3 medians from 0.18-0.20 to 0.15-0.16 ms and from 0.30
 /// to 0.23-0.25 ms, with the same ingest rate, because a request no longer wakes a parked
 /// second worker (a futex or eventfd wake-up, then a halted vCPU to rouse) on its way through.
+/// Heavy work (a large query or put, a write that waits) hands the worker's connections to
+/// another thread while it runs, so one worker does not cap it.
 fn default_worker_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }

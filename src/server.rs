@@ -30,6 +30,26 @@ pub(crate) struct Shared {
     pub(crate) host: String,
 }
 
+#[cfg(test)]
+impl Shared {
+    /// The state of a server over `tsdb` with the default settings, for tests, and the sender
+    /// that would shut it down (dropping it counts as a shutdown).
+    pub(crate) fn for_test(
+        tsdb: strata_tsdb::Tsdb,
+    ) -> anyhow::Result<(Arc<Shared>, watch::Sender<bool>)> {
+        let (keep, shutdown) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            config: Config::resolve(&crate::config::ServeArgs::default())?,
+            tsdb,
+            parse: strata_ingest::ParseConfig::new(),
+            shutdown,
+            metrics: Metrics::new()?,
+            host: "test".into(),
+        });
+        Ok((shared, keep))
+    }
+}
+
 /// Serves until SIGINT or SIGTERM, then stops accepting, lets connections finish, and returns.
 pub(crate) async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()> {
     let addr = (config.bind, config.port);

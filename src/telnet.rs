@@ -454,8 +454,6 @@ mod tests {
     use std::task::{Context, Poll};
 
     use super::*;
-    use crate::config::{Config, ServeArgs};
-    use crate::metrics::Metrics;
 
     #[test]
     fn recycle_keeps_the_allocation() {
@@ -536,15 +534,7 @@ mod tests {
     async fn lines_after_a_failed_reply_are_still_stored() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
-        let (_keep, shutdown) = tokio::sync::watch::channel(false);
-        let shared = Arc::new(Shared {
-            config: Config::resolve(&ServeArgs::default())?,
-            tsdb: tsdb.clone(),
-            parse: strata_ingest::ParseConfig::new(),
-            shutdown,
-            metrics: Metrics::new()?,
-            host: "test".into(),
-        });
+        let (shared, _keep) = Shared::for_test(tsdb.clone())?;
         let mut session = Session::new(shared);
         let mut peer = Gone;
         // A bad line makes a reply, which fails to go out.
@@ -571,15 +561,7 @@ mod tests {
         const LINES: u64 = 400_000;
         let dir = tempfile::tempdir()?;
         let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
-        let (_keep, shutdown) = tokio::sync::watch::channel(false);
-        let shared = Arc::new(Shared {
-            config: Config::resolve(&ServeArgs::default())?,
-            tsdb,
-            parse: strata_ingest::ParseConfig::new(),
-            shutdown,
-            metrics: Metrics::new()?,
-            host: "test".into(),
-        });
+        let (shared, _keep) = Shared::for_test(tsdb)?;
         let mut text = Vec::new();
         for i in 0..LINES {
             let line = format!("put m {} {i} host=h{}\n", 1_356_998_400 + i / 8, i % 8);
