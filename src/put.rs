@@ -56,8 +56,8 @@ async fn put_decoded(
     }
 }
 
-/// Bodies from this size are parsed and written off the async worker (see [`handle`]): about
-/// 600 points, a few milliseconds of work, against the 20 µs the handover costs.
+/// Bodies from this size are parsed and written off the async worker (see [`put_decoded`]):
+/// about 600 points, a millisecond of work, against the 20 µs the handover costs.
 const OFFLOAD_PUT_BYTES: usize = 64 << 10;
 
 /// Parses `body` and counts what was received and rejected.
