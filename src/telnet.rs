@@ -27,7 +27,8 @@ use crate::version;
 
 /// Bytes read from the socket at a time. A chunk's puts become one storage write.
 const READ_CHUNK: usize = 64 << 10;
-/// How long a connection may keep its worker busy before it lets the other tasks run.
+/// A connection lets its worker's other tasks run, between two chunks, once this long has
+/// passed since it last did: a bound on how long it keeps them waiting.
 const YIELD_AFTER: std::time::Duration = std::time::Duration::from_micros(300);
 /// Series one connection remembers; past this it forgets them all and starts again. A
 /// remembered series costs its text, a hash slot and a handle: about 150 bytes.
