@@ -293,10 +293,27 @@ pub(crate) async fn read_body(req: Request<Incoming>, shared: &Shared) -> Result
             ));
         }
     };
-    match strata_ingest::decode_body(&body, gzip, max) {
-        Ok(decoded) => Ok(decoded.into_owned()),
-        Err(e) => Err(raw(e.status(), e.to_json())),
-    }
+    decode_body(body, gzip, max).map_err(|e| raw(e.status(), e.to_json()))
+}
+
+/// Compressed gzip bodies from this size are inflated off the async worker: they expand to
+/// tens of kilobytes or more, a millisecond and up of work.
+const OFFLOAD_GZIP_BYTES: usize = 8 << 10;
+
+/// A request body as the handlers take it: gunzipped if `gzip`, at most `max` bytes. A large
+/// gzip body is inflated off the async worker (see [`crate::put`] for why), and a plain body
+/// is handed on without a copy.
+fn decode_body(body: Bytes, gzip: bool, max: usize) -> Result<Vec<u8>, strata_ingest::BodyError> {
+    let inflate = || match strata_ingest::decode_body(&body, gzip, max)? {
+        std::borrow::Cow::Owned(inflated) => Ok(Some(inflated)),
+        std::borrow::Cow::Borrowed(_) => Ok(None),
+    };
+    let inflated = if gzip && body.len() >= OFFLOAD_GZIP_BYTES {
+        tokio::task::block_in_place(inflate)
+    } else {
+        inflate()
+    }?;
+    Ok(inflated.unwrap_or_else(|| Vec::from(body)))
 }
 
 /// The first value of `name` in a query string, percent-decoded.
@@ -390,6 +407,33 @@ fn text(status: StatusCode, body: String) -> Resp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A large gzip body is inflated with the worker's other tasks running meanwhile; before,
+    /// they waited for the whole of it. Plain bodies come back as they were.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_large_gzip_body_leaves_the_worker_to_other_tasks() -> anyhow::Result<()> {
+        use std::io::Write;
+        let plain: Vec<u8> = (0..400_000)
+            .flat_map(|i| format!("{{\"metric\":\"m\",\"value\":{i}}},").into_bytes())
+            .collect();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&plain)?;
+        let gz = Bytes::from(gz.finish()?);
+        assert!(gz.len() >= OFFLOAD_GZIP_BYTES);
+        assert_eq!(
+            decode_body(Bytes::from(plain.clone()), false, 64 << 20).ok(),
+            Some(plain.clone())
+        );
+        let (inflated, during) =
+            crate::server::turns_beside(async move { decode_body(gz, true, 64 << 20).ok() })
+                .await?;
+        assert!(
+            inflated == Some(plain),
+            "the body did not inflate to what was sent"
+        );
+        assert!(during > 0, "no other task ran while the body was inflated");
+        Ok(())
+    }
 
     #[test]
     fn query_params_decode() {

@@ -293,8 +293,6 @@ pub(crate) fn to_tsdb<'a>(p: &'a strata_ingest::PointRef<'a>) -> PointRef<'a> {
 mod tests {
     use strata_ingest::{ParseConfig, parse_put_line};
 
-    use std::sync::Arc;
-
     use super::*;
 
     fn ts_of(line: &str) -> Result<i64, String> {
@@ -358,7 +356,6 @@ mod tests {
     /// for the whole put, and large puts on several connections took turns on one core.
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn a_large_put_leaves_the_worker_to_other_tasks() -> anyhow::Result<()> {
-        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
         const POINTS: usize = 100_000;
         let dir = tempfile::tempdir()?;
         let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
@@ -371,33 +368,14 @@ mod tests {
             .collect();
         let body = serde_json::to_vec(&body)?;
         assert!(body.len() >= OFFLOAD_PUT_BYTES);
-        // Both tasks are spawned, so they share the one worker (the test's own body runs on
-        // another thread). The probe counts its turns until the put is done.
-        let (turns, done) = (
-            Arc::new(AtomicU64::new(0)),
-            Arc::new(AtomicBool::new(false)),
-        );
-        let probe = tokio::spawn({
-            let (turns, done) = (turns.clone(), done.clone());
+        let (status, during) = crate::server::turns_beside({
+            let shared = shared.clone();
             async move {
-                while !done.load(Ordering::Acquire) {
-                    turns.fetch_add(1, Ordering::Relaxed);
-                    tokio::task::yield_now().await;
-                }
-            }
-        });
-        let put = tokio::spawn({
-            let (shared, turns, done) = (shared.clone(), turns.clone(), done.clone());
-            async move {
-                let before = turns.load(Ordering::Relaxed);
                 let resp = put_decoded(&body, &shared, ReplyMode::Plain, false, None).await;
-                let during = turns.load(Ordering::Relaxed) - before;
-                done.store(true, Ordering::Release);
-                (resp.status().as_u16(), during)
+                resp.status().as_u16()
             }
-        });
-        let (status, during) = put.await?;
-        probe.await?;
+        })
+        .await?;
         assert_eq!(status, 204);
         assert_eq!(shared.metrics.http.stored.get(), POINTS as u64);
         assert!(during > 0, "no other task ran while the put was stored");

@@ -50,6 +50,43 @@ impl Shared {
     }
 }
 
+/// Runs `work` as a task beside a probe task that counts its own turns, on a runtime with
+/// one worker thread, and returns what `work` gave and how many turns the probe had while it
+/// ran. Both are spawned, so they share the worker (a test's own body runs on another
+/// thread): the count is 0 when `work` kept the worker throughout.
+#[cfg(test)]
+pub(crate) async fn turns_beside<T: Send + 'static>(
+    work: impl std::future::Future<Output = T> + Send + 'static,
+) -> anyhow::Result<(T, u64)> {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let (turns, done) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let probe = tokio::spawn({
+        let (turns, done) = (turns.clone(), done.clone());
+        async move {
+            while !done.load(Ordering::Acquire) {
+                turns.fetch_add(1, Ordering::Relaxed);
+                tokio::task::yield_now().await;
+            }
+        }
+    });
+    let work = tokio::spawn({
+        let turns = turns.clone();
+        async move {
+            let before = turns.load(Ordering::Relaxed);
+            let out = work.await;
+            let during = turns.load(Ordering::Relaxed) - before;
+            done.store(true, Ordering::Release);
+            (out, during)
+        }
+    });
+    let out = work.await?;
+    probe.await?;
+    Ok(out)
+}
+
 /// Serves until SIGINT or SIGTERM, then stops accepting, lets connections finish, and returns.
 pub(crate) async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()> {
     let addr = (config.bind, config.port);
