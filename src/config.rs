@@ -325,51 +325,35 @@ mod tests {
     fn bad_settings_are_rejected_with_the_key_named() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("strata.toml");
-        std::fs::write(&path, "prot = 5000\n")?;
-        let err = Config::resolve_storage(&StorageArgs {
-            config: Some(path.clone()),
-            ..StorageArgs::default()
-        })
-        .err()
-        .map(|e| format!("{e:#}"))
-        .unwrap_or_default();
-        assert!(err.contains("prot"), "{err}");
-        let err = Config::resolve_storage(&StorageArgs {
-            fsync: Some("never".into()),
-            ..StorageArgs::default()
-        })
-        .err()
-        .map(|e| format!("{e:#}"))
-        .unwrap_or_default();
-        assert!(err.contains("fsync"), "{err}");
-        let err = Config::resolve_storage(&StorageArgs {
-            memtable_mb: Some(0),
-            ..StorageArgs::default()
-        })
-        .err()
-        .map(|e| format!("{e:#}"))
-        .unwrap_or_default();
-        assert!(err.contains("memtable_mb"), "{err}");
-        std::fs::write(&path, "worker_threads = 0\n")?;
-        let err = Config::resolve(&ServeArgs {
+        // The message of a rejected configuration, or "" if it was accepted.
+        fn error_of<T>(r: anyhow::Result<T>) -> String {
+            r.err().map(|e| format!("{e:#}")).unwrap_or_default()
+        }
+        let from_file = || ServeArgs {
             storage: StorageArgs {
                 config: Some(path.clone()),
                 ..StorageArgs::default()
             },
             ..ServeArgs::default()
-        })
-        .err()
-        .map(|e| format!("{e:#}"))
-        .unwrap_or_default();
+        };
+        std::fs::write(&path, "prot = 5000\n")?;
+        let err = error_of(Config::resolve_storage(&from_file().storage));
+        assert!(err.contains("prot"), "{err}");
+        let err = error_of(Config::resolve_storage(&StorageArgs {
+            fsync: Some("never".into()),
+            ..StorageArgs::default()
+        }));
+        assert!(err.contains("fsync"), "{err}");
+        let err = error_of(Config::resolve_storage(&StorageArgs {
+            memtable_mb: Some(0),
+            ..StorageArgs::default()
+        }));
+        assert!(err.contains("memtable_mb"), "{err}");
+        std::fs::write(&path, "worker_threads = 0\n")?;
+        let err = error_of(Config::resolve(&from_file()));
         assert!(err.contains("worker_threads"), "{err}");
         std::fs::write(&path, "worker_threads = 3\n")?;
-        let c = Config::resolve(&ServeArgs {
-            storage: StorageArgs {
-                config: Some(path),
-                ..StorageArgs::default()
-            },
-            ..ServeArgs::default()
-        })?;
+        let c = Config::resolve(&from_file())?;
         assert_eq!(c.worker_threads, 3);
         Ok(())
     }
