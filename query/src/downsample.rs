@@ -601,7 +601,7 @@ pub(crate) fn downsample_into(
 /// about 2 ns a point, most of a long query's time.
 pub(crate) fn downsample_fixed_folding<T>(
     points: &[T],
-    at: impl Fn(&T) -> (i64, f64),
+    (at, int): (impl Fn(&T) -> (i64, f64), impl Fn(&T) -> Option<i64>),
     spec: &DownsampleSpec,
     (start, end): (i64, i64),
     out: &mut Vec<Point>,
@@ -633,13 +633,14 @@ pub(crate) fn downsample_fixed_folding<T>(
     let hi = points.partition_point(|p| at(p).0 <= end);
     let points = points.get(lo..hi).unwrap_or_default();
     // One loop per fold, so each inner loop is a plain accumulation.
-    let (p, w) = (points, width);
+    // Sums of integers take the exact integer path; min, max and count gain nothing from it.
+    let (p, w, no_int) = (points, width, |_: &T| None);
     match fold {
-        Fold::Sum => fold_buckets(p, &at, w, out, empty, |a, v| a + v, |a, _| a),
-        Fold::Min => fold_buckets(p, &at, w, out, empty, f64::min, |a, _| a),
-        Fold::Max => fold_buckets(p, &at, w, out, empty, f64::max, |a, _| a),
-        Fold::Count => fold_buckets(p, &at, w, out, empty, |a, _| a, |_, n| n),
-        _ => fold_buckets(p, &at, w, out, empty, |a, v| a + v, |a, n| a / n),
+        Fold::Sum => fold_buckets(p, (&at, &int), w, out, empty, |a, v| a + v, |a, _| a),
+        Fold::Min => fold_buckets(p, (&at, &no_int), w, out, empty, f64::min, |a, _| a),
+        Fold::Max => fold_buckets(p, (&at, &no_int), w, out, empty, f64::max, |a, _| a),
+        Fold::Count => fold_buckets(p, (&at, &no_int), w, out, empty, |a, _| a, |_, n| n),
+        _ => fold_buckets(p, (&at, &int), w, out, empty, |a, v| a + v, |a, n| a / n),
     }
     true
 }
@@ -680,10 +681,14 @@ fn fold_all<T>(
 /// folded with `add` from `init`, then `finish(acc, count)`; NaN for a bucket of only NaNs.
 /// The next point usually falls in the next bucket, so the bucket start is only recomputed
 /// (a division) when it does not.
+///
+/// `add` must be `+` for any point `int` gives an integer for: a bucket of such points is then
+/// summed by [`exact_int_sum`] when that is exact, which gives the same value as the sequence
+/// of f64 additions without waiting on each one's result.
 #[inline(always)]
 fn fold_buckets<T>(
     points: &[T],
-    at: &impl Fn(&T) -> (i64, f64),
+    (at, int): (&impl Fn(&T) -> (i64, f64), &impl Fn(&T) -> Option<i64>),
     width: i64,
     out: &mut Vec<Point>,
     init: f64,
@@ -701,26 +706,51 @@ fn fold_buckets<T>(
             Buckets::Fixed(width).floor(ts)
         };
         let next = b.saturating_add(width);
-        let mut acc = init;
-        let mut real = 0u64;
-        while let Some(p) = points.get(i) {
-            let (ts, v) = at(p);
-            if ts >= next {
-                break;
-            }
+        let from = i;
+        while points.get(i).is_some_and(|p| at(p).0 < next) {
             i += 1;
-            if !v.is_nan() {
-                real += 1;
-                acc = add(acc, v);
-            }
         }
-        let value = if real == 0 {
-            f64::NAN
+        let bucket = &points[from..i];
+        let value = if let Some(sum) = exact_int_sum(bucket, int) {
+            // `init` is a zero, and no integer is NaN.
+            finish(sum as f64, bucket.len() as f64)
         } else {
-            finish(acc, real as f64)
+            let mut acc = init;
+            let mut real = 0u64;
+            for p in bucket {
+                let v = at(p).1;
+                if !v.is_nan() {
+                    real += 1;
+                    acc = add(acc, v);
+                }
+            }
+            if real == 0 {
+                f64::NAN
+            } else {
+                finish(acc, real as f64)
+            }
         };
         out.push((b, Num::Float(value)));
     }
+}
+
+/// The sum of `bucket` when every point is an integer (`int` gives it) and their magnitudes add
+/// up to at most 2^53. Every value and every partial sum is then an integer an f64 holds
+/// exactly, so each f64 addition of the sequential sum is exact and that sum equals this one,
+/// bit for bit. `None` otherwise, and for an empty bucket.
+#[inline(always)]
+fn exact_int_sum<T>(bucket: &[T], int: &impl Fn(&T) -> Option<i64>) -> Option<i64> {
+    const EXACT: u64 = 1 << 53;
+    if bucket.is_empty() {
+        return None;
+    }
+    let (mut sum, mut magnitude) = (0i64, 0u64);
+    for p in bucket {
+        let v = int(p)?;
+        sum = sum.wrapping_add(v);
+        magnitude = magnitude.saturating_add(v.unsigned_abs());
+    }
+    (magnitude <= EXACT).then_some(sum)
 }
 
 /// The buckets just outside the emitted range of one series, for the later stages only.

@@ -749,7 +749,11 @@ fn process_series(
             let at = |(t, v): &(i64, strata_tsdb::Value)| (*t, v.as_f64());
             let (before, after) = edge_buckets(&s.points, at, ds, range, plan.tz, scratch);
             points.extend(before);
-            if !downsample_fixed_folding(&s.points, at, ds, range, &mut points) {
+            let int = |(_, v): &(i64, strata_tsdb::Value)| match v {
+                strata_tsdb::Value::Int(i) => Some(*i),
+                strata_tsdb::Value::Float(_) => None,
+            };
+            if !downsample_fixed_folding(&s.points, (at, int), ds, range, &mut points) {
                 downsample_into(
                     s.points.iter().map(at),
                     ds,

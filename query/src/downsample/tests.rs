@@ -358,15 +358,30 @@ mod prop {
             len in -1000i64..700_000,
             function in 0usize..9,
             fill in 0usize..2,
+            kind in 0usize..5,
         ) {
             let name =
                 ["sum", "zimsum", "min", "mimmax", "count", "avg", "p50", "first", "last"][function];
-            let pts: Vec<(i64, f64)> = points
+            // Floats (kind 0), small integers (1), integers whose sums pass 2^53 (2), integers
+            // an f64 does not hold exactly (3), or integers and floats in turn (4). Integer
+            // points carry their integer for the exact-sum path.
+            let pts: Vec<(i64, f64, Option<i64>)> = points
                 .iter()
                 .enumerate()
                 .map(|(i, (t, v))| {
-                    let v = if nan_every > 0 && i % (nan_every + 1) == 0 { f64::NAN } else { *v as f64 / 8.0 };
-                    (T + t, v)
+                    let int = match kind {
+                        1 => Some(*v),
+                        2 => Some(*v << 50),
+                        3 => Some(v.signum() * ((1i64 << 53) + 1) + v),
+                        4 if i % 2 == 0 => Some(*v),
+                        _ => None,
+                    };
+                    let v = match int {
+                        Some(n) => n as f64,
+                        None if nan_every > 0 && i % (nan_every + 1) == 0 => f64::NAN,
+                        None => *v as f64 / 8.0,
+                    };
+                    (T + t, v, int)
                 })
                 .collect();
             // One case in three downsamples to `all`.
@@ -378,7 +393,9 @@ mod prop {
             };
             let range = (T + start, T + start + len);
             let mut fast = Vec::new();
-            let handled = downsample_fixed_folding(&pts, |p| *p, &spec, range, &mut fast);
+            let at = |p: &(i64, f64, Option<i64>)| (p.0, p.1);
+            let int = |p: &(i64, f64, Option<i64>)| p.2;
+            let handled = downsample_fixed_folding(&pts, (at, int), &spec, range, &mut fast);
             let simple = if all {
                 name != "p50"
             } else {
@@ -387,7 +404,7 @@ mod prop {
             prop_assert_eq!(handled, simple);
             if handled {
                 let mut slow = Vec::new();
-                downsample_into(pts.iter().copied(), &spec, range, UTC, &mut Vec::new(), &mut slow)
+                downsample_into(pts.iter().map(at), &spec, range, UTC, &mut Vec::new(), &mut slow)
                     .unwrap();
                 let bits = |v: &[Point]| -> Vec<(i64, u64)> {
                     v.iter().map(|(t, n)| (*t, n.to_f64().to_bits())).collect()
