@@ -52,6 +52,13 @@ impl BlockIter {
 
     /// Decodes the next entry in place, checking that keys ascend.
     fn step(&mut self) -> Result<Option<RawEntry>> {
+        self.step_checking(true)
+    }
+
+    /// [`BlockIter::step`], checking the order against the entry before only if `check`: a
+    /// seek skips entries it never returns, and compares each with its target anyway.
+    #[inline(always)]
+    fn step_checking(&mut self, check: bool) -> Result<Option<RawEntry>> {
         if self.at >= self.block.restarts_at {
             return Ok(None);
         }
@@ -63,7 +70,7 @@ impl BlockIter {
         let same_row = self
             .last
             .is_some_and(|p| raw.shared >= p.row_len && raw.row_len == p.row_len);
-        if let Some(p) = &self.last {
+        if let Some(p) = self.last.as_ref().filter(|_| check) {
             let ord = if same_row {
                 InternalKey::cmp_parts(
                     (&[], &self.prev[p.row_len..], p.seq, p.kind),
@@ -104,7 +111,9 @@ impl BlockIter {
         self.last = None;
         self.pending = false;
         self.row_is_last = false;
-        while let Some(raw) = self.step()? {
+        // The entries passed over are not returned, so their order is not checked; the one the
+        // seek stops at is checked against the next by the steps that follow.
+        while let Some(raw) = self.step_checking(false)? {
             if InternalKey::cmp_parts(raw.parts(&self.key), target).is_ge() {
                 self.pending = true;
                 break;

@@ -13,7 +13,12 @@ pub(crate) fn sorted_entries(max: usize) -> impl Strategy<Value = Vec<Entry>> {
         0u64..50,
         0u8..6,
         any::<u64>(),
-        proptest::collection::vec(any::<u8>(), 0..12),
+        // Mostly cell-sized values, and some of a compacted row's size, which start restart
+        // points by bytes (`RESTART_BYTES`) before `RESTART_INTERVAL` entries.
+        prop_oneof![
+            9 => proptest::collection::vec(any::<u8>(), 0..12),
+            1 => proptest::collection::vec(any::<u8>(), 300..900),
+        ],
     );
     proptest::collection::vec(one, 0..max).prop_map(|raw| {
         let mut v: Vec<Entry> = raw
@@ -175,6 +180,32 @@ fn flipped_bytes_fail_the_checksum() -> Result<()> {
         }
         assert!(trailer::decode(&out[..out.len() - 1], "x.sst", 0, "data").is_err());
         assert!(trailer::decode(&out[..3], "x.sst", 0, "data").is_err());
+    }
+    Ok(())
+}
+
+#[test]
+fn restart_points_follow_entry_bytes_as_well_as_entry_counts() -> Result<()> {
+    let entry = |i: u32, len: usize| {
+        let key = InternalKey::new(i.to_be_bytes().to_vec(), b"c".to_vec(), 1, EntryKind::Put);
+        Entry::new(key, 0, vec![7u8; len])
+    };
+    // Small entries: one restart point per 16 entries.
+    let small: Vec<Entry> = (0..40).map(|i| entry(i, 8)).collect();
+    assert_eq!(build(&small)?.num_restarts(), 3);
+    // 1,100-byte values: two entries pass `RESTART_BYTES`, so every other entry is a restart
+    // point; each is found by a seek and the order holds both ways.
+    let large: Vec<Entry> = (0..40).map(|i| entry(i, 1100)).collect();
+    let block = build(&large)?;
+    assert_eq!(block.num_restarts(), 20);
+    assert_eq!(collect_forward(block.iter())?, large);
+    let mut rev = collect_reverse(block.rev_iter())?;
+    rev.reverse();
+    assert_eq!(rev, large);
+    for (i, e) in large.iter().enumerate() {
+        let mut it = block.iter();
+        it.seek(&e.key)?;
+        assert_eq!(collect_forward(it)?, large[i..].to_vec());
     }
     Ok(())
 }
