@@ -591,6 +591,15 @@ impl Memtable {
 
     /// Every entry of `table` in the rows of `range`, in internal-key order. Rows, columns
     /// and values are shared with the memtable, not copied.
+    /// True if the memtable holds any entry of `row` in `table`.
+    pub(crate) fn has_row(&self, table: u32, row: &[u8]) -> bool {
+        let tables = self.tables.read();
+        tables
+            .tables
+            .get(&table)
+            .is_some_and(|rows| rows.get(row).is_some())
+    }
+
     pub(crate) fn entries(&self, table: u32, range: &RowRange) -> Vec<Entry> {
         let tables = self.tables.read();
         let Some(rows) = tables.tables.get(&table) else {

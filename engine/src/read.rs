@@ -427,6 +427,29 @@ impl FileRows {
     }
 }
 
+impl FileRows {
+    /// Moves on to `range`, which must start past every row this scan has returned or looked
+    /// at (a batched get's next row), reusing the position in the current file. False, having
+    /// done nothing, when there is no current file to reuse: the caller starts a new scan.
+    pub(crate) fn retarget(&mut self, range: RowRange) -> Result<bool> {
+        let Some(cur) = self.cur.as_mut() else {
+            return Ok(false);
+        };
+        if let Err(e) = cur.reseek_forward(range.clone()) {
+            self.cur = None;
+            return Err(e);
+        }
+        self.range = range;
+        self.done = false;
+        self.row = None;
+        self.wanted = false;
+        self.cells.clear();
+        self.row_deleted = None;
+        self.has_last_column = false;
+        Ok(true)
+    }
+}
+
 /// The row being assembled (`row`, `cells`), if it has a cell to return.
 fn take_row(row: &mut Option<Bytes>, cells: &mut Vec<Cell>, last_len: &mut usize) -> Option<Row> {
     let key = row.take()?;
@@ -483,8 +506,8 @@ impl Iterator for FileRows {
             let mut finished = None;
             if new_row {
                 if self.range.end.as_ref().is_some_and(|e| row_bytes >= &e[..]) {
+                    // The cursor stays for `retarget`.
                     self.done = true;
-                    self.cur = None;
                     continue;
                 }
                 let row = block.row(&raw, key);

@@ -147,6 +147,51 @@ impl SstIter {
         Ok(())
     }
 
+    /// Forward iterators only: moves on to `range`, whose start must not precede any entry
+    /// this iterator has already returned (a batched get's next row). The current block is
+    /// kept when the new start is not past its last key, and the index is searched only from
+    /// the next block otherwise.
+    pub(crate) fn reseek_forward(&mut self, range: RowRange) -> Result<()> {
+        self.range = range;
+        if self.reverse || self.cursor.is_none() {
+            // Not started (or reverse, which batched gets never use): `start` seeks afresh.
+            self.cursor = None;
+            self.done = false;
+            return Ok(());
+        }
+        let Some(target) = self.range.start.as_deref().map(InternalKey::seek_row) else {
+            self.cursor = None;
+            self.done = false;
+            return Ok(());
+        };
+        // Every entry before the current position is below the new start (see the doc), so
+        // the first entry `>= target` is in the current block or a later one.
+        let stay = self
+            .index
+            .get(self.block)
+            .is_some_and(|e| e.last_key >= target);
+        if !stay {
+            let from = self.block + 1;
+            let skip = self
+                .index
+                .get(from..)
+                .map_or(0, |rest| rest.partition_point(|e| e.last_key < target));
+            self.block = from + skip;
+            let Some(entry) = self.index.get(self.block) else {
+                self.done = true;
+                self.cursor = None;
+                return Ok(());
+            };
+            let it = self.reader.block(entry.handle, self.fill_cache)?.iter();
+            self.cursor = Some(Cursor::Fwd(Box::new(it)));
+        }
+        self.done = false;
+        if let Some(Cursor::Fwd(it)) = &mut self.cursor {
+            it.seek(&target)?;
+        }
+        Ok(())
+    }
+
     /// Forward iterators only: the next entry decoded in place, as [`BlockIter::next_raw`]
     /// returns it (the row flag is false at block boundaries). Unlike [`Iterator::next`] it
     /// does not check the end of the range: the caller does, once per row.

@@ -132,7 +132,6 @@ impl SstReader {
 
     /// False if the file certainly holds no entry for `row`. Fails only if the filter block
     /// had been evicted from the cache and is damaged when re-read.
-    #[cfg(test)]
     pub(crate) fn may_contain_row(&self, row: &[u8]) -> Result<bool> {
         if !self.in_row_range(row) {
             return Ok(false);
