@@ -9,6 +9,8 @@
 use chrono::{Datelike, Duration, NaiveDate, NaiveDateTime, TimeZone, Timelike};
 use chrono_tz::Tz;
 
+use strata_tsdb::{PointColumns, ValueColumn};
+
 use crate::aggregator::Aggregator;
 use crate::error::{Error, Result};
 use crate::num::{Num, Point};
@@ -593,59 +595,148 @@ pub(crate) fn downsample_into(
     Ok(())
 }
 
-/// [`downsample_into`] for the common cases, in one tight loop over the stored points: a fixed
-/// interval, no fill, and a function that folds as it goes (sum, zimsum, pfsum, min, mimmin,
-/// max, mimmax, count, avg); or `all` with one of those, `first` or `last` (fill policies do not
-/// apply to `all`). Returns false, having done nothing, for any other spec. Gives exactly what
-/// [`downsample_into`] gives (a test compares them); it exists because the generic path costs
-/// about 2 ns a point, most of a long query's time.
-pub(crate) fn downsample_fixed_folding<T>(
+/// [`downsample_into`] for `all` with a function that folds as it goes (sum, zimsum, pfsum,
+/// min, mimmin, max, mimmax, count, avg, first, last; fill policies do not apply to `all`), in
+/// one loop over the stored points. Returns false, having done nothing, for any other spec.
+/// Gives exactly what [`downsample_into`] gives (a test compares them). Fixed intervals have
+/// their own fast path over columns, [`downsample_columns`].
+pub(crate) fn downsample_all_folding<T>(
     points: &[T],
-    (at, int): (impl Fn(&T) -> (i64, f64), impl Fn(&T) -> Option<i64>),
+    at: impl Fn(&T) -> (i64, f64),
     spec: &DownsampleSpec,
-    (start, end): (i64, i64),
+    range: (i64, i64),
     out: &mut Vec<Point>,
 ) -> bool {
-    let Bucket {
-        fold, acc: empty, ..
-    } = Bucket::new(spec.function);
-    let width = match spec.interval {
-        Interval::Fixed(width) if spec.fill == FillPolicy::None => width.max(1),
-        Interval::All => {
-            return fold_all(points, &at, Bucket::new(spec.function), (start, end), out);
-        }
-        Interval::Fixed(_) | Interval::Calendar { .. } => return false,
-    };
-    if !matches!(
-        fold,
-        Fold::Sum | Fold::Min | Fold::Max | Fold::Count | Fold::Avg
-    ) {
+    spec.interval == Interval::All && fold_all(points, &at, Bucket::new(spec.function), range, out)
+}
+
+/// [`downsample_into`] for the common fixed-interval cases, over a series' points as columns
+/// and in one tight loop per bucket: no fill, and a function that folds as it goes (sum,
+/// zimsum, pfsum, min, mimmin, max, mimmax, count, avg). The buckets beside the range that
+/// [`edge_buckets`] gives are placed around the emitted ones. Returns false, having done
+/// nothing, for any other spec. Gives exactly what those two give (a test compares them); it
+/// exists because the generic path costs about 2 ns a point, most of a long query's time.
+pub(crate) fn downsample_columns(
+    cols: &PointColumns,
+    spec: &DownsampleSpec,
+    (start, end): (i64, i64),
+    tz: Tz,
+    out: &mut Vec<Point>,
+) -> bool {
+    let Some(fixed) = FixedFold::of(spec, start) else {
         return false;
+    };
+    let ts = cols.ts();
+    let lo = ts.partition_point(|&t| t < fixed.first);
+    let hi = ts.partition_point(|&t| t <= end).max(lo);
+    // The edge buckets only look at points outside the emitted buckets: those alone give
+    // them.
+    let outside: Vec<(i64, f64)> = (0..lo)
+        .chain(hi..ts.len())
+        .filter_map(|i| cols.get(i).map(|(t, v)| (t, v.as_f64())))
+        .collect();
+    let (before, after) = edge_buckets(&outside, |p| *p, spec, (start, end), tz, &mut Vec::new());
+    out.extend(before);
+    if end >= start {
+        let ts = &ts[lo..hi];
+        let at = |i: usize| ts[i];
+        match cols.values() {
+            ValueColumn::Ints(v) => {
+                let v = &v[lo..hi];
+                let exact = |from: usize, to: usize| exact_column_sum(v.get(from..to)?);
+                fixed.fold(ts.len(), (at, BucketValues::Ints(v), exact), out);
+            }
+            ValueColumn::Floats(v) => {
+                let v = &v[lo..hi];
+                fixed.fold(ts.len(), (at, BucketValues::Floats(v), |_, _| None), out);
+            }
+        }
     }
-    if end < start {
-        return true;
-    }
-    let mut first = Buckets::Fixed(width).floor(start);
-    if first < start {
-        first = first.saturating_add(width);
-    }
-    let lo = points.partition_point(|p| at(p).0 < first);
-    let hi = points.partition_point(|p| at(p).0 <= end);
-    let points = points.get(lo..hi).unwrap_or_default();
-    // One loop per fold, so each inner loop is a plain accumulation.
-    // Sums of integers take the exact integer path; min, max and count gain nothing from it.
-    let (p, w, no_int) = (points, width, |_: &T| None);
-    match fold {
-        Fold::Sum => fold_buckets(p, (&at, &int), w, out, empty, |a, v| a + v, |a, _| a),
-        Fold::Min => fold_buckets(p, (&at, &no_int), w, out, empty, f64::min, |a, _| a),
-        Fold::Max => fold_buckets(p, (&at, &no_int), w, out, empty, f64::max, |a, _| a),
-        Fold::Count => fold_buckets(p, (&at, &no_int), w, out, empty, |a, _| a, |_, n| n),
-        _ => fold_buckets(p, (&at, &int), w, out, empty, |a, v| a + v, |a, n| a / n),
-    }
+    out.extend(after);
     true
 }
 
-/// The `all` bucket of [`downsample_fixed_folding`]: one bucket at `start` over the points in
+/// Whether [`downsample_columns`] takes `spec`.
+pub(crate) fn folds_by_columns(spec: &DownsampleSpec) -> bool {
+    FixedFold::of(spec, 0).is_some()
+}
+
+/// A fixed-interval downsample that folds each bucket as it goes: no fill, and a sum, zimsum,
+/// pfsum, min, mimmin, max, mimmax, count or avg.
+#[derive(Debug, Clone, Copy)]
+struct FixedFold {
+    width: i64,
+    fold: Fold,
+    /// The fold's starting value.
+    empty: f64,
+    /// The first bucket at or after the range's start.
+    first: i64,
+}
+
+impl FixedFold {
+    fn of(spec: &DownsampleSpec, start: i64) -> Option<FixedFold> {
+        let Bucket {
+            fold, acc: empty, ..
+        } = Bucket::new(spec.function);
+        let width = match spec.interval {
+            Interval::Fixed(width) if spec.fill == FillPolicy::None => width.max(1),
+            _ => return None,
+        };
+        if !matches!(
+            fold,
+            Fold::Sum | Fold::Min | Fold::Max | Fold::Count | Fold::Avg
+        ) {
+            return None;
+        }
+        let mut first = Buckets::Fixed(width).floor(start);
+        if first < start {
+            first = first.saturating_add(width);
+        }
+        Some(FixedFold {
+            width,
+            fold,
+            empty,
+            first,
+        })
+    }
+
+    /// Folds the points `0..n` (sorted, all in emitted buckets), given by their time, their
+    /// value, and the exact integer sum of a run of them where there is one (see
+    /// [`fold_buckets`]).
+    #[inline(always)]
+    fn fold(
+        &self,
+        n: usize,
+        (ts, val, exact): (
+            impl Fn(usize) -> i64,
+            BucketValues<'_>,
+            impl Fn(usize, usize) -> Option<i64>,
+        ),
+        out: &mut Vec<Point>,
+    ) {
+        let (w, empty) = (self.width, self.empty);
+        // One loop per fold, so each inner loop is a plain accumulation. Sums of integers
+        // take the exact integer path; min, max and count gain nothing from it.
+        let (ts, val, no_int) = (&ts, &val, &|_: usize, _: usize| None);
+        match self.fold {
+            Fold::Sum => fold_buckets(n, (ts, val, &exact), w, out, empty, |a, v| a + v, |a, _| a),
+            Fold::Min => fold_buckets(n, (ts, val, no_int), w, out, empty, f64::min, |a, _| a),
+            Fold::Max => fold_buckets(n, (ts, val, no_int), w, out, empty, f64::max, |a, _| a),
+            Fold::Count => fold_buckets(n, (ts, val, no_int), w, out, empty, |a, _| a, |_, n| n),
+            _ => fold_buckets(
+                n,
+                (ts, val, &exact),
+                w,
+                out,
+                empty,
+                |a, v| a + v,
+                |a, n| a / n,
+            ),
+        }
+    }
+}
+
+/// The `all` bucket of [`downsample_all_folding`]: one bucket at `start` over the points in
 /// `[start, end]`, none if there are none, folded by `acc` (a fresh [`Bucket`]); `first` and
 /// `last` look at one point only.
 fn fold_all<T>(
@@ -677,18 +768,23 @@ fn fold_all<T>(
     true
 }
 
-/// The buckets of `points` (sorted, all inside the emitted range): each bucket's non-NaN values
-/// folded with `add` from `init`, then `finish(acc, count)`; NaN for a bucket of only NaNs.
-/// The next point usually falls in the next bucket, so the bucket start is only recomputed
-/// (a division) when it does not.
+/// The buckets of the points `0..n` (sorted, all inside the emitted range), given by `ts` and
+/// `val`: each bucket's non-NaN values folded with `add` from `init`, then
+/// `finish(acc, count)`; NaN for a bucket of only NaNs. The next point usually falls in the
+/// next bucket, so the bucket start is only recomputed (a division) when it does not.
 ///
-/// `add` must be `+` for any point `int` gives an integer for: a bucket of such points is then
-/// summed by [`exact_int_sum`] when that is exact, which gives the same value as the sequence
-/// of f64 additions without waiting on each one's result.
+/// `exact(from, to)` may give the sum of the points `from..to` as an integer, when they are all
+/// integers and every f64 addition of their sequential sum would be exact (see
+/// [`exact_column_sum`]); `add` must then be `+`. That sum equals the sequence of f64 additions,
+/// bit for bit, without waiting on each one's result.
 #[inline(always)]
-fn fold_buckets<T>(
-    points: &[T],
-    (at, int): (&impl Fn(&T) -> (i64, f64), &impl Fn(&T) -> Option<i64>),
+fn fold_buckets(
+    n: usize,
+    (ts, vals, exact): (
+        &impl Fn(usize) -> i64,
+        &BucketValues<'_>,
+        &impl Fn(usize, usize) -> Option<i64>,
+    ),
     width: i64,
     out: &mut Vec<Point>,
     init: f64,
@@ -697,33 +793,22 @@ fn fold_buckets<T>(
 ) {
     let mut i = 0;
     let mut b = i64::MIN;
-    while i < points.len() {
-        let ts = at(&points[i]).0;
+    while i < n {
+        let t = ts(i);
         let next = b.saturating_add(width);
-        b = if ts >= next && ts < next.saturating_add(width) {
+        b = if t >= next && t < next.saturating_add(width) {
             next
         } else {
-            Buckets::Fixed(width).floor(ts)
+            Buckets::Fixed(width).floor(t)
         };
         let next = b.saturating_add(width);
         let from = i;
-        while points.get(i).is_some_and(|p| at(p).0 < next) {
-            i += 1;
-        }
-        let bucket = &points[from..i];
-        let value = if let Some(sum) = exact_int_sum(bucket, int) {
+        i = bucket_end(ts, from, n, next);
+        let value = if let Some(sum) = exact(from, i) {
             // `init` is a zero, and no integer is NaN.
-            finish(sum as f64, bucket.len() as f64)
+            finish(sum as f64, (i - from) as f64)
         } else {
-            let mut acc = init;
-            let mut real = 0u64;
-            for p in bucket {
-                let v = at(p).1;
-                if !v.is_nan() {
-                    real += 1;
-                    acc = add(acc, v);
-                }
-            }
+            let (acc, real) = vals.fold(from, i, init, &add);
             if real == 0 {
                 f64::NAN
             } else {
@@ -734,23 +819,112 @@ fn fold_buckets<T>(
     }
 }
 
-/// The sum of `bucket` when every point is an integer (`int` gives it) and their magnitudes add
-/// up to at most 2^53. Every value and every partial sum is then an integer an f64 holds
-/// exactly, so each f64 addition of the sequential sum is exact and that sum equals this one,
-/// bit for bit. `None` otherwise, and for an empty bucket.
+/// The end of the bucket that starts with point `from` (`ts(from) < next`) among the sorted
+/// points `0..n`: the first point at or after `next`, found by a galloping search, so that a
+/// bucket of `k` points costs about `2 log2 k` probes instead of `k`.
 #[inline(always)]
-fn exact_int_sum<T>(bucket: &[T], int: &impl Fn(&T) -> Option<i64>) -> Option<i64> {
-    const EXACT: u64 = 1 << 53;
-    if bucket.is_empty() {
-        return None;
+fn bucket_end(ts: &impl Fn(usize) -> i64, from: usize, n: usize, next: i64) -> usize {
+    // Every point in `from..lo` is before `next`.
+    let mut lo = from + 1;
+    let mut step = 1;
+    while lo + step <= n && ts(lo + step - 1) < next {
+        lo += step;
+        step *= 2;
     }
-    let (mut sum, mut magnitude) = (0i64, 0u64);
-    for p in bucket {
-        let v = int(p)?;
+    // The end lies in `lo..=hi`: point `hi` is at or after `next`, or `hi` is `n`.
+    let mut hi = (lo + step - 1).min(n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if ts(mid) < next {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// The values of points `0..n`, folded a bucket at a time by [`fold_buckets`].
+#[derive(Debug, Clone, Copy)]
+enum BucketValues<'a> {
+    Floats(&'a [f64]),
+    /// Folded as f64s.
+    Ints(&'a [i64]),
+}
+
+impl BucketValues<'_> {
+    /// The non-NaN values of the points `from..to` folded with `add` from `init`, and their
+    /// count.
+    #[inline(always)]
+    fn fold(self, from: usize, to: usize, init: f64, add: &impl Fn(f64, f64) -> f64) -> (f64, u64) {
+        match self {
+            BucketValues::Floats(v) => {
+                let v = v.get(from..to).unwrap_or_default();
+                // Not `any`: without an early exit the test is a few vector instructions.
+                if v.iter().fold(false, |nan, x| nan | x.is_nan()) {
+                    fold_values(v.iter().copied(), init, add)
+                } else {
+                    fold_real_values(v.iter().copied(), init, add)
+                }
+            }
+            BucketValues::Ints(v) => {
+                let v = v.get(from..to).unwrap_or_default();
+                fold_real_values(v.iter().map(|&x| x as f64), init, add)
+            }
+        }
+    }
+}
+
+/// Folds `values`, skipping NaNs.
+#[inline(always)]
+fn fold_values(
+    values: impl Iterator<Item = f64>,
+    init: f64,
+    add: &impl Fn(f64, f64) -> f64,
+) -> (f64, u64) {
+    let (mut acc, mut real) = (init, 0u64);
+    for v in values {
+        if !v.is_nan() {
+            real += 1;
+            acc = add(acc, v);
+        }
+    }
+    (acc, real)
+}
+
+/// [`fold_values`] of values none of which is NaN: with no branch in the loop, the running
+/// value stays in a register (with the NaN test, it went through the stack on every value,
+/// which doubled the time of a long sum).
+#[inline(always)]
+fn fold_real_values(
+    values: impl ExactSizeIterator<Item = f64>,
+    init: f64,
+    add: &impl Fn(f64, f64) -> f64,
+) -> (f64, u64) {
+    let real = values.len() as u64;
+    (values.fold(init, add), real)
+}
+
+/// The sum of `ints` when it is exact as a sequence of f64 additions, which then gives the same
+/// value bit for bit: when the magnitudes add up to at most 2^53, every value and every partial
+/// sum is an integer an f64 holds exactly. `None` otherwise, and for no value.
+///
+/// The bound is checked in a way that vectorizes: with `n` values each in
+/// `[-2^(k-1), 2^(k-1))`, where `n <= 2^(54-k)`, the magnitudes add up to at most 2^53; adding
+/// 2^(k-1) maps that range onto `[0, 2^k)`, which the OR of the results shows.
+#[inline(always)]
+fn exact_column_sum(ints: &[i64]) -> Option<i64> {
+    let n = u64::try_from(ints.len()).ok().filter(|&n| n > 0)?;
+    // The smallest power of two at least `n`, as an exponent.
+    let log = 64 - (n - 1).leading_zeros();
+    let k = 54u32.checked_sub(log).filter(|&k| k >= 1)?;
+    let half = 1i64 << (k - 1);
+    let (mut sum, mut bits) = (0i64, 0u64);
+    for &v in ints {
         sum = sum.wrapping_add(v);
-        magnitude = magnitude.saturating_add(v.unsigned_abs());
+        bits |= v.wrapping_add(half) as u64;
     }
-    (magnitude <= EXACT).then_some(sum)
+    (bits >> k == 0).then_some(sum)
 }
 
 /// The buckets just outside the emitted range of one series, for the later stages only.

@@ -18,7 +18,8 @@ use crate::aggregate::aggregate;
 use crate::aggregator::Aggregator;
 use crate::deadline::Deadline;
 use crate::downsample::{
-    DownsampleSpec, FillPolicy, Interval, downsample_fixed_folding, downsample_into, edge_buckets,
+    DownsampleSpec, FillPolicy, Interval, downsample_all_folding, downsample_columns,
+    downsample_into, edge_buckets, folds_by_columns,
 };
 use crate::error::{Error, Result};
 use crate::groupby::{TagMap, group_series, group_tags};
@@ -713,14 +714,88 @@ fn read_chunk(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Processed>> 
     let mut out = Vec::new();
     // Each series is processed as soon as it is decoded, so only one series' raw points are in
     // memory at a time (a 24 h read of 200 series is 1.7 M points).
-    stage
-        .tsdb
-        .read_series_each_in(ids, ws, we, stage.request_series_hours, |s| {
+    let hours = stage.request_series_hours;
+    if reads_columns(stage.sp) {
+        stage
+            .tsdb
+            .read_series_columns_each_in(ids, ws, we, hours, |s| {
+                out.extend(process_columns(stage, s)?);
+                Ok::<(), Error>(())
+            })?;
+    } else {
+        stage.tsdb.read_series_each_in(ids, ws, we, hours, |s| {
             out.extend(process_series(stage, s, &mut scratch)?);
             Ok::<(), Error>(())
         })?;
+    }
     stage.deadline.check()?;
     Ok(out)
+}
+
+/// Whether a sub-query's series are read as columns: when its downsample folds by columns
+/// (see [`downsample_columns`]), which skips building a `(time, value)` pair per point.
+fn reads_columns(sp: &SubPlan) -> bool {
+    sp.downsample.as_ref().is_some_and(folds_by_columns)
+}
+
+/// Whether the per-series stages take a series with `tags`: one with points that
+/// `explicitTags` does not leave out. Fails when the query's time is up.
+fn takes(stage: &Stage<'_>, tags: &[(String, String)], empty: bool) -> Result<bool> {
+    let left_out = stage.explicit_keys.is_some_and(|keys| {
+        !(tags.len() == keys.len() && tags.iter().all(|(k, _)| keys.contains(k.as_str())))
+    });
+    if left_out || empty {
+        return Ok(false);
+    }
+    stage.deadline.check()?;
+    Ok(true)
+}
+
+/// [`process_series`] for a series read as columns (see [`reads_columns`]).
+fn process_columns(
+    stage: &Stage<'_>,
+    s: &mut strata_tsdb::SeriesColumns,
+) -> Result<Option<Processed>> {
+    let (plan, sp) = (stage.plan, stage.sp);
+    if !takes(stage, &s.tags, s.points.is_empty())? {
+        return Ok(None);
+    }
+    let mut points = Vec::new();
+    let Some(ds) = &sp.downsample else {
+        return Err(Error::Storage(
+            "a column read without a downsample".to_owned(),
+        ));
+    };
+    // As in `process_series`: the buckets beside the range come along for the later stages.
+    let range = (plan.start_ms, plan.end_ms);
+    if !downsample_columns(&s.points, ds, range, plan.tz, &mut points) {
+        return Err(Error::Storage(
+            "a column read of a downsample that does not fold by columns".to_owned(),
+        ));
+    }
+    let raw_points = s.points.len();
+    Ok(Some(rate_and_finish(sp, s, raw_points, points)))
+}
+
+/// The rate stage of one series' downsampled (or raw) `points`, if asked, and the series
+/// as the later stages take it, with `raw_points` points read.
+fn rate_and_finish<P>(
+    sp: &SubPlan,
+    s: &mut strata_tsdb::Series<P>,
+    raw_points: usize,
+    mut points: Vec<Point>,
+) -> Processed {
+    if sp.sub.rate {
+        points = rate(&points, &sp.sub.rate_options);
+    }
+    Processed {
+        id: s.id,
+        tsuid: s.tsuid.clone(),
+        metric: std::mem::take(&mut s.metric),
+        tags: std::mem::take(&mut s.tags),
+        raw_points,
+        points,
+    }
 }
 
 /// The per-series stages (downsample, rate) of one series; `None` for a series the query
@@ -731,15 +806,9 @@ fn process_series(
     scratch: &mut Vec<f64>,
 ) -> Result<Option<Processed>> {
     let (plan, sp) = (stage.plan, stage.sp);
-    if let Some(keys) = stage.explicit_keys
-        && !(s.tags.len() == keys.len() && s.tags.iter().all(|(k, _)| keys.contains(k.as_str())))
-    {
+    if !takes(stage, &s.tags, s.points.is_empty())? {
         return Ok(None);
     }
-    if s.points.is_empty() {
-        return Ok(None);
-    }
-    stage.deadline.check()?;
     let mut points = Vec::new();
     match &sp.downsample {
         Some(ds) => {
@@ -749,11 +818,7 @@ fn process_series(
             let at = |(t, v): &(i64, strata_tsdb::Value)| (*t, v.as_f64());
             let (before, after) = edge_buckets(&s.points, at, ds, range, plan.tz, scratch);
             points.extend(before);
-            let int = |(_, v): &(i64, strata_tsdb::Value)| match v {
-                strata_tsdb::Value::Int(i) => Some(*i),
-                strata_tsdb::Value::Float(_) => None,
-            };
-            if !downsample_fixed_folding(&s.points, (at, int), ds, range, &mut points) {
+            if !downsample_all_folding(&s.points, at, ds, range, &mut points) {
                 downsample_into(
                     s.points.iter().map(at),
                     ds,
@@ -767,17 +832,8 @@ fn process_series(
         }
         None => points.extend(s.points.iter().map(|(t, v)| (*t, to_num(*v)))),
     }
-    if sp.sub.rate {
-        points = rate(&points, &sp.sub.rate_options);
-    }
-    Ok(Some(Processed {
-        id: s.id,
-        tsuid: s.tsuid.clone(),
-        metric: std::mem::take(&mut s.metric),
-        tags: std::mem::take(&mut s.tags),
-        raw_points: s.points.len(),
-        points,
-    }))
+    let raw_points = s.points.len();
+    Ok(Some(rate_and_finish(sp, s, raw_points, points)))
 }
 
 fn too_many_series(count: u64, limit: usize) -> Error {

@@ -56,6 +56,7 @@ mod timestamps;
 mod values;
 
 use crate::Value;
+use crate::read::PointColumns;
 use bits::{Cursor, put_varint};
 
 /// Format version written in byte 0.
@@ -206,6 +207,42 @@ pub fn decode_block(bytes: &[u8], out: &mut Vec<(i64, Value)>) -> Result<(), Blo
         .and_then(|()| decode_values(&mut cur, &mut out[start..], |p, v| p.1 = v));
     if res.is_err() {
         out.truncate(start);
+    }
+    res
+}
+
+/// Decodes a block, appending its points to `cols` (whose values turn into f64s if the block
+/// holds a float). On error `cols` keeps its points (their values may have turned into f64s).
+pub(crate) fn decode_block_into_columns(
+    bytes: &[u8],
+    cols: &mut PointColumns,
+) -> Result<(), BlockError> {
+    let body = verify_checksum(bytes)?;
+    let mut cur = Cursor::new(body);
+    let n = read_header(&mut cur)?;
+    let start = cols.ts.len();
+    let res = timestamps::decode_extend(&mut cur, n, &mut cols.ts, |t| t).and_then(|()| {
+        if n == 0 {
+            return Ok(());
+        }
+        let layout_at = cur.pos;
+        let ints = cur.u8()? == values::LAYOUT_INT;
+        if ints && !cols.float {
+            cols.ints.resize(start + n, 0);
+            values::decode_ints(&mut cur, &mut cols.ints[start..], |d, i| *d = i)?;
+        } else if ints {
+            cols.floats.resize(start + n, 0.0);
+            values::decode_ints(&mut cur, &mut cols.floats[start..], |d, i| *d = i as f64)?;
+        } else {
+            cur.pos = layout_at;
+            let v = cols.floats();
+            v.resize(start + n, 0.0);
+            values::decode_f64s(&mut cur, &mut v[start..])?;
+        }
+        check_consumed(&cur)
+    });
+    if res.is_err() {
+        cols.truncate(start);
     }
     res
 }

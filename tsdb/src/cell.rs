@@ -254,6 +254,16 @@ impl<'a> RowParts<'a> {
     pub(crate) fn block_count(&self) -> usize {
         usize::from(self.main.is_some()) + self.partials.len()
     }
+
+    /// The row's one block when it has no other part: the common case after row compaction,
+    /// or after a flush folded the row.
+    pub(crate) fn lone_block(&self) -> Option<&'a [u8]> {
+        if self.block_count() == 1 && self.raw.is_empty() {
+            self.blocks().next()
+        } else {
+            None
+        }
+    }
 }
 
 /// Decodes a row's compacted block and checks every point lies in the row's hour.

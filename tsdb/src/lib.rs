@@ -28,7 +28,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind, Result};
 pub use filter::{Filter, FilterKind};
 pub use point::{Point, PointRef};
-pub use read::SeriesPoints;
+pub use read::{PointColumns, Series, SeriesColumns, SeriesPoints, ValueColumn};
 pub use rowcompact::{RowCompactStats, RowCompactor};
 pub use rowkey::{ROW_SPAN_SECS, RowKey, Tsuid, salt_of};
 pub use stats::TsdbStats;

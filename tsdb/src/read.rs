@@ -12,7 +12,7 @@ use roaring::RoaringBitmap;
 use rustc_hash::{FxHashMap, FxHashSet};
 use strata_engine::{Cell, Row, ScanOptions, Snapshot, WriteBatch};
 
-use crate::block::{block_len, decode_block, encode_block};
+use crate::block::{block_len, decode_block, decode_block_into_columns, encode_block};
 use crate::cell::{RowParts, decode_column, decode_row, decode_value};
 use crate::error::{Error, Result};
 use crate::filter::Filter;
@@ -24,7 +24,7 @@ use crate::value::Value;
 
 /// The points of one series in a time range.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SeriesPoints {
+pub struct Series<P> {
     /// Dense series id.
     pub id: u32,
     /// The TSUID.
@@ -33,8 +33,251 @@ pub struct SeriesPoints {
     pub metric: String,
     /// Tags, in TSUID order (by tag-key UID).
     pub tags: Vec<(String, String)>,
-    /// `(ts_ms, value)` in time order, one per instant.
-    pub points: Vec<(i64, Value)>,
+    /// The points, in time order, one per instant.
+    pub points: P,
+}
+
+/// A series' points as `(ts_ms, value)` pairs.
+pub type SeriesPoints = Series<Vec<(i64, Value)>>;
+
+/// A series' points as columns.
+pub type SeriesColumns = Series<PointColumns>;
+
+/// Points as columns: timestamps (ms), and the values as integers while every one is an
+/// integer, else as f64s.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PointColumns {
+    pub(crate) ts: Vec<i64>,
+    /// The values while `float` is false.
+    pub(crate) ints: Vec<i64>,
+    /// The values once `float` is true.
+    pub(crate) floats: Vec<f64>,
+    pub(crate) float: bool,
+}
+
+/// The values of [`PointColumns`], as long as its timestamps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ValueColumn<'a> {
+    /// Every value is an integer.
+    Ints(&'a [i64]),
+    /// Some value is a float: all of them as f64s.
+    Floats(&'a [f64]),
+}
+
+impl PointColumns {
+    /// The timestamps in ms.
+    pub fn ts(&self) -> &[i64] {
+        &self.ts
+    }
+
+    /// The values.
+    pub fn values(&self) -> ValueColumn<'_> {
+        if self.float {
+            ValueColumn::Floats(&self.floats)
+        } else {
+            ValueColumn::Ints(&self.ints)
+        }
+    }
+
+    /// The number of points.
+    pub fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    /// True if there is no point.
+    pub fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
+
+    /// The point at `i` as a pair: an integer when every value is one, else a float.
+    pub fn get(&self, i: usize) -> Option<(i64, Value)> {
+        let t = *self.ts.get(i)?;
+        match self.values() {
+            ValueColumn::Ints(v) => v.get(i).map(|&v| (t, Value::Int(v))),
+            ValueColumn::Floats(v) => v.get(i).map(|&v| (t, Value::Float(v))),
+        }
+    }
+
+    /// Appends a point.
+    pub fn push(&mut self, ts: i64, value: Value) {
+        self.ts.push(ts);
+        match value {
+            Value::Int(i) if !self.float => self.ints.push(i),
+            value => self.floats().push(value.as_f64()),
+        }
+    }
+
+    /// The values as f64s, converting the integers when the first float comes.
+    pub(crate) fn floats(&mut self) -> &mut Vec<f64> {
+        if !self.float {
+            self.floats.clear();
+            self.floats.extend(self.ints.iter().map(|&i| i as f64));
+            self.ints.clear();
+            self.float = true;
+        }
+        &mut self.floats
+    }
+
+    pub(crate) fn truncate(&mut self, len: usize) {
+        self.ts.truncate(len);
+        self.ints.truncate(len);
+        self.floats.truncate(len);
+    }
+
+    fn clear(&mut self) {
+        self.truncate(0);
+        self.float = false;
+    }
+
+    fn reserve(&mut self, n: usize) {
+        self.ts.reserve(n);
+        if self.float {
+            self.floats.reserve(n);
+        } else {
+            self.ints.reserve(n);
+        }
+    }
+}
+
+/// A series' points as a read collects them, as pairs or as columns.
+trait PointSink: Default {
+    fn len(&self) -> usize;
+    fn clear(&mut self);
+    fn reserve(&mut self, n: usize);
+    /// The timestamp of point `i` (`i < len`).
+    fn ts(&self, i: usize) -> i64;
+    /// Appends the points of one data row, in time order.
+    fn append_row(&mut self, base_time: u32, cells: &[Cell]) -> Result<()>;
+    /// Keeps of the points from `from` on only those in `[start_ms, end_ms]` (they are sorted).
+    fn trim(&mut self, from: usize, start_ms: i64, end_ms: i64);
+    /// Sorts the points by time.
+    fn sort(&mut self);
+    /// A buffer for a read to start with.
+    fn take_buffer() -> Self {
+        Self::default()
+    }
+    /// Hands the buffer of a finished read back.
+    fn keep_buffer(self) {}
+}
+
+impl PointSink for Vec<(i64, Value)> {
+    fn len(&self) -> usize {
+        self.len()
+    }
+
+    fn clear(&mut self) {
+        self.clear();
+    }
+
+    fn reserve(&mut self, n: usize) {
+        self.reserve(n);
+    }
+
+    fn ts(&self, i: usize) -> i64 {
+        self[i].0
+    }
+
+    fn append_row(&mut self, base_time: u32, cells: &[Cell]) -> Result<()> {
+        append_row(base_time, cells, self)
+    }
+
+    fn trim(&mut self, from: usize, start_ms: i64, end_ms: i64) {
+        let new = &self[from..];
+        let lo = from + new.partition_point(|p| p.0 < start_ms);
+        let hi = from + new.partition_point(|p| p.0 <= end_ms);
+        self.truncate(hi);
+        self.drain(from..lo);
+    }
+
+    fn sort(&mut self) {
+        self.sort_by_key(|p| p.0);
+    }
+
+    fn take_buffer() -> Self {
+        POINT_BUFFER.with(|b| std::mem::take(&mut *b.borrow_mut()))
+    }
+
+    fn keep_buffer(mut self) {
+        if self.capacity() <= KEEP_POINT_BUFFER {
+            self.clear();
+            POINT_BUFFER.with(|b| *b.borrow_mut() = self);
+        }
+    }
+}
+
+impl PointSink for PointColumns {
+    fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    fn clear(&mut self) {
+        PointColumns::clear(self);
+    }
+
+    fn reserve(&mut self, n: usize) {
+        PointColumns::reserve(self, n);
+    }
+
+    fn ts(&self, i: usize) -> i64 {
+        self.ts[i]
+    }
+
+    fn append_row(&mut self, base_time: u32, cells: &[Cell]) -> Result<()> {
+        let Some(block) = RowParts::split(cells)?.lone_block() else {
+            // Raw cells, or several parts to merge: through the pairs.
+            let mut points = Vec::new();
+            append_row(base_time, cells, &mut points)?;
+            for (t, v) in points {
+                self.push(t, v);
+            }
+            return Ok(());
+        };
+        let before = self.len();
+        decode_block_into_columns(block, self)?;
+        let ends = (self.ts.get(before).copied(), self.ts.last().copied());
+        check_row_hour(base_time, ends).inspect_err(|_| self.truncate(before))
+    }
+
+    fn trim(&mut self, from: usize, start_ms: i64, end_ms: i64) {
+        let new = &self.ts[from..];
+        let lo = from + new.partition_point(|&t| t < start_ms);
+        let hi = from + new.partition_point(|&t| t <= end_ms);
+        self.truncate(hi);
+        self.ts.drain(from..lo);
+        if self.float {
+            self.floats.drain(from..lo);
+        } else {
+            self.ints.drain(from..lo);
+        }
+    }
+
+    fn take_buffer() -> Self {
+        COLUMN_BUFFER.with(|b| std::mem::take(&mut *b.borrow_mut()))
+    }
+
+    fn keep_buffer(mut self) {
+        if self
+            .ts
+            .capacity()
+            .max(self.ints.capacity())
+            .max(self.floats.capacity())
+            <= KEEP_POINT_BUFFER
+        {
+            self.clear();
+            COLUMN_BUFFER.with(|b| *b.borrow_mut() = self);
+        }
+    }
+
+    fn sort(&mut self) {
+        let mut order: Vec<usize> = (0..self.ts.len()).collect();
+        order.sort_by_key(|&i| self.ts[i]);
+        self.ts = order.iter().map(|&i| self.ts[i]).collect();
+        if self.float {
+            self.floats = order.iter().map(|&i| self.floats[i]).collect();
+        } else {
+            self.ints = order.iter().map(|&i| self.ints[i]).collect();
+        }
+    }
 }
 
 /// How a read fetches rows.
@@ -172,13 +415,25 @@ impl Tsdb {
         self.read_each_planned(ids, start_ms, end_ms, (Plan::Auto, request_series_hours), f)
     }
 
-    fn read_each_planned<E: From<Error>>(
+    /// [`Tsdb::read_series_each_in`], handing each series' points over as columns.
+    pub fn read_series_columns_each_in<E: From<Error>>(
+        &self,
+        ids: &RoaringBitmap,
+        start_ms: i64,
+        end_ms: i64,
+        request_series_hours: u64,
+        f: impl FnMut(&mut SeriesColumns) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        self.read_each_planned(ids, start_ms, end_ms, (Plan::Auto, request_series_hours), f)
+    }
+
+    fn read_each_planned<P: PointSink, E: From<Error>>(
         &self,
         ids: &RoaringBitmap,
         start_ms: i64,
         end_ms: i64,
         (plan, request_series_hours): (Plan, u64),
-        mut f: impl FnMut(&mut SeriesPoints) -> std::result::Result<(), E>,
+        mut f: impl FnMut(&mut Series<P>) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         let snap = self.inner.db.snapshot();
         let mut rows =
@@ -188,7 +443,7 @@ impl Tsdb {
         rows.sort_by_key(|r| r.id);
         let nrows = rows.len() as u64;
         let mut npoints = 0u64;
-        let mut points = POINT_BUFFER.with(|b| std::mem::take(&mut *b.borrow_mut()));
+        let mut points = P::take_buffer();
         for group in rows.chunk_by(|a, b| a.id == b.id) {
             let capacity: usize = group.iter().map(|r| row_len_hint(&r.row.cells)).sum();
             points.clear();
@@ -197,24 +452,22 @@ impl Tsdb {
             let mut sorted = true;
             for r in group {
                 let before = points.len();
-                let prev_last = points.last().map(|p| p.0);
-                append_row(r.base_time, &r.row.cells, &mut points)?;
-                if let (Some(prev), Some(first)) = (prev_last, points.get(before)) {
-                    sorted &= prev < first.0;
+                let prev_last = before.checked_sub(1).map(|i| points.ts(i));
+                points.append_row(r.base_time, &r.row.cells)?;
+                if let Some(prev) = prev_last
+                    && points.len() > before
+                {
+                    sorted &= prev < points.ts(before);
                 }
                 // Only the rows at the ends of the range hold points outside it.
                 let row_start = i64::from(r.base_time) * 1000;
                 if row_start < start_ms || row_start + ROW_SPAN_MS - 1 > end_ms {
-                    let new = &points[before..];
-                    let lo = before + new.partition_point(|p| p.0 < start_ms);
-                    let hi = before + new.partition_point(|p| p.0 <= end_ms);
-                    points.truncate(hi);
-                    points.drain(before..lo);
+                    points.trim(before, start_ms, end_ms);
                 }
             }
             // Rows arrive in hour order; sort only if some did not.
             if !sorted {
-                points.sort_by_key(|p| p.0);
+                points.sort();
             }
             npoints += points.len() as u64;
             let id = group[0].id;
@@ -229,7 +482,7 @@ impl Tsdb {
                 continue;
             };
             let (metric, tags) = self.names_of(&tsuid)?;
-            let mut series = SeriesPoints {
+            let mut series = Series {
                 id,
                 tsuid,
                 metric,
@@ -240,10 +493,7 @@ impl Tsdb {
             points = series.points;
         }
         self.inner.stats.read(nrows, npoints);
-        if points.capacity() <= KEEP_POINT_BUFFER {
-            points.clear();
-            POINT_BUFFER.with(|b| *b.borrow_mut() = points);
-        }
+        points.keep_buffer();
         Ok(())
     }
 
@@ -503,6 +753,10 @@ thread_local! {
     /// query over 200 series.
     static POINT_BUFFER: std::cell::RefCell<Vec<(i64, Value)>> =
         const { std::cell::RefCell::new(Vec::new()) };
+
+    /// The same for reads by columns.
+    static COLUMN_BUFFER: std::cell::RefCell<PointColumns> =
+        std::cell::RefCell::new(PointColumns::default());
 }
 
 /// Milliseconds one row covers.
@@ -529,28 +783,14 @@ fn row_len_hint(cells: &[Cell]) -> usize {
 fn append_row(base_time: u32, cells: &[Cell], out: &mut Vec<(i64, Value)>) -> Result<()> {
     let parts = RowParts::split(cells)?;
     let base_ms = i64::from(base_time) * 1000;
-    match (parts.block_count(), parts.raw.is_empty()) {
-        (1, true) => {
-            let Some(block) = parts.blocks().next() else {
-                return Ok(());
-            };
-            let before = out.len();
-            decode_block(block, out)?;
-            // Block timestamps strictly increase, so the ends bound every point.
-            let new = &out[before..];
-            if let (Some(first), Some(last)) = (new.first(), new.last())
-                && (first.0 < base_ms || last.0 >= base_ms + ROW_SPAN_MS)
-            {
-                let bad = if first.0 < base_ms { first.0 } else { last.0 };
-                out.truncate(before);
-                return Err(Error::corruption(
-                    "block",
-                    &base_time.to_be_bytes(),
-                    format!("point at {bad} ms lies outside the row's hour"),
-                ));
-            }
-        }
-        (0, _) => {
+    if let Some(block) = parts.lone_block() {
+        let before = out.len();
+        decode_block(block, out)?;
+        let ends = (out.get(before).map(|p| p.0), out.last().map(|p| p.0));
+        return check_row_hour(base_time, ends).inspect_err(|_| out.truncate(before));
+    }
+    match parts.block_count() {
+        0 => {
             out.reserve(parts.raw.len());
             for cell in parts.raw {
                 let off = decode_column(&cell.column)?;
@@ -563,6 +803,25 @@ fn append_row(base_time: u32, cells: &[Cell], out: &mut Vec<(i64, Value)>) -> Re
         _ => out.extend(decode_row(base_time, cells)?),
     }
     Ok(())
+}
+
+/// Fails if the points of a block decoded from the row at `base_time` leave the row's hour:
+/// `ends` are its first and last timestamps (block timestamps strictly increase, so the ends
+/// bound every point).
+fn check_row_hour(base_time: u32, ends: (Option<i64>, Option<i64>)) -> Result<()> {
+    let base_ms = i64::from(base_time) * 1000;
+    let (Some(first), Some(last)) = ends else {
+        return Ok(());
+    };
+    if first >= base_ms && last < base_ms + ROW_SPAN_MS {
+        return Ok(());
+    }
+    let bad = if first < base_ms { first } else { last };
+    Err(Error::corruption(
+        "block",
+        &base_time.to_be_bytes(),
+        format!("point at {bad} ms lies outside the row's hour"),
+    ))
 }
 
 fn hour_of(ts_ms: i64) -> u32 {
@@ -653,6 +912,125 @@ mod tests {
                     assert_eq!(g, s, "{stage}");
                     assert_eq!(g.len() as u64, ids.len());
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// What a column read and a pair read must agree on: per series, the id, names, every
+    /// timestamp with its value's f64 bits, and the integers when every value is one.
+    type Digest = Vec<(u32, String, Vec<(i64, u64)>, Option<Vec<i64>>)>;
+
+    fn digest_pairs(series: &[SeriesPoints]) -> Digest {
+        series
+            .iter()
+            .map(|s| {
+                let ints: Option<Vec<i64>> = s
+                    .points
+                    .iter()
+                    .map(|p| match p.1 {
+                        Value::Int(i) => Some(i),
+                        Value::Float(_) => None,
+                    })
+                    .collect();
+                let points = s
+                    .points
+                    .iter()
+                    .map(|p| (p.0, p.1.as_f64().to_bits()))
+                    .collect();
+                (s.id, format!("{} {:?}", s.metric, s.tags), points, ints)
+            })
+            .collect()
+    }
+
+    fn digest_columns(db: &Tsdb, ids: &RoaringBitmap, a: i64, b: i64) -> Result<Digest> {
+        let mut out = Vec::new();
+        db.read_series_columns_each_in(ids, a, b, 0, |s: &mut SeriesColumns| {
+            let c = &s.points;
+            let (vals, ints): (Vec<f64>, _) = match c.values() {
+                ValueColumn::Ints(v) => (v.iter().map(|&i| i as f64).collect(), Some(v.to_vec())),
+                ValueColumn::Floats(v) => (v.to_vec(), None),
+            };
+            assert_eq!(vals.len(), c.len());
+            let points = c
+                .ts()
+                .iter()
+                .zip(&vals)
+                .map(|(t, v)| (*t, v.to_bits()))
+                .collect();
+            out.push((s.id, format!("{} {:?}", s.metric, s.tags), points, ints));
+            Ok::<(), Error>(())
+        })?;
+        Ok(out)
+    }
+
+    #[test]
+    fn columns_read_the_same_points_as_pairs() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let db = Tsdb::open(dir.path(), TsdbOptions::default())?;
+        let t0 = 1_356_998_400_000i64;
+        // Integers, floats, integers then floats within an hour, and floats then integers in
+        // a later hour: each series over three hours, unaligned to the query range.
+        let write = |round: i64| -> Result<()> {
+            for (host, kind) in [("ints", 0), ("floats", 1), ("mixed", 2), ("late", 3)] {
+                let tags = [("host", host)];
+                let points: Vec<PointRef<'_>> = (0..300)
+                    .map(|i| {
+                        let ts = t0 + i * 37_000 + round * 11_000;
+                        let int = match kind {
+                            0 => true,
+                            1 => false,
+                            2 => i % 3 != 0,
+                            _ => ts < t0 + 3_600_000,
+                        };
+                        let v = if int {
+                            Value::Int(i * 7 - 500)
+                        } else {
+                            Value::Float(i as f64 / 4.0)
+                        };
+                        PointRef {
+                            metric: "m",
+                            tags: &tags,
+                            timestamp: ts,
+                            value: v,
+                        }
+                    })
+                    .collect();
+                for r in db.write(&points) {
+                    r?;
+                }
+            }
+            Ok(())
+        };
+        write(0)?;
+        let all = db.find_series("m", &[])?;
+        let ranges = [
+            (t0 - 5_000, t0 + 20_000_000),
+            (t0 + 1_000_000, t0 + 8_000_000),
+            (t0 + 3_996_000, t0 + 3_996_000),
+        ];
+        // Raw cells in the memtable, blocks after row compaction, and blocks beside newer raw
+        // cells of the same rows.
+        for stage in ["raw", "compacted", "blocks and raw"] {
+            match stage {
+                "compacted" => {
+                    db.flush()?;
+                    db.rowcompact_all()?;
+                }
+                "blocks and raw" => write(1)?,
+                _ => {}
+            }
+            for (a, b) in ranges {
+                let pairs = digest_pairs(&db.read_series(&all, a, b)?);
+                assert!(pairs.iter().any(|s| !s.2.is_empty()), "{stage}");
+                // The integer series reads its integers, the others none.
+                let with_ints: Vec<bool> = pairs.iter().map(|s| s.3.is_some()).collect();
+                assert!(
+                    with_ints.contains(&true) && with_ints.contains(&false),
+                    "{stage}"
+                );
+                let cols = digest_columns(&db, &all, a, b)?;
+                assert!(cols == pairs, "{stage} {a} {b}: the column read differs");
             }
         }
         Ok(())

@@ -1,6 +1,7 @@
 use super::*;
 use chrono::TimeZone;
 use chrono_tz::{America::New_York, UTC};
+use strata_tsdb::{PointColumns, Value};
 
 // 2013-01-01T00:00:00Z in ms.
 const T: i64 = 1_356_998_400_000;
@@ -345,11 +346,12 @@ mod prop {
     use proptest::prelude::*;
 
     proptest! {
-        /// The folding fast path gives what the generic path gives, bit for bit, for every
-        /// function it takes (and takes none it should not), fixed intervals and `all`, NaNs and
-        /// negative times included.
+        /// The folding fast paths (columns for fixed intervals, pairs for `all`) give what the
+        /// generic path gives, bit for bit, with the edge buckets for fixed intervals, for every
+        /// function they take (and take none they should not): NaNs, negative times, points on
+        /// both sides of the range, integers near and past the exact-sum bound, mixed series.
         #[test]
-        fn fixed_folding_fast_path_matches_the_generic_path(
+        fn folding_fast_paths_match_the_generic_path(
             points in proptest::collection::btree_map(-200_000i64..600_000, -1000i64..1000, 0..80),
             nan_every in 0usize..5,
             width in 1i64..120_000,
@@ -358,14 +360,14 @@ mod prop {
             len in -1000i64..700_000,
             function in 0usize..9,
             fill in 0usize..2,
-            kind in 0usize..5,
+            kind in 0usize..6,
         ) {
             let name =
                 ["sum", "zimsum", "min", "mimmax", "count", "avg", "p50", "first", "last"][function];
             // Floats (kind 0), small integers (1), integers whose sums pass 2^53 (2), integers
-            // an f64 does not hold exactly (3), or integers and floats in turn (4). Integer
-            // points carry their integer for the exact-sum path.
-            let pts: Vec<(i64, f64, Option<i64>)> = points
+            // an f64 does not hold exactly (3), integers and floats in turn (4), integers at
+            // the largest magnitudes (5).
+            let pts: Vec<(i64, Value)> = points
                 .iter()
                 .enumerate()
                 .map(|(i, (t, v))| {
@@ -374,16 +376,18 @@ mod prop {
                         2 => Some(*v << 50),
                         3 => Some(v.signum() * ((1i64 << 53) + 1) + v),
                         4 if i % 2 == 0 => Some(*v),
+                        5 => Some(if v % 2 == 0 { i64::MAX - v.abs() } else { i64::MIN + v.abs() }),
                         _ => None,
                     };
                     let v = match int {
-                        Some(n) => n as f64,
-                        None if nan_every > 0 && i % (nan_every + 1) == 0 => f64::NAN,
-                        None => *v as f64 / 8.0,
+                        Some(n) => Value::Int(n),
+                        None if nan_every > 0 && i % (nan_every + 1) == 0 => Value::Float(f64::NAN),
+                        None => Value::Float(*v as f64 / 8.0),
                     };
-                    (T + t, v, int)
+                    (T + t, v)
                 })
                 .collect();
+            let at = |p: &(i64, Value)| (p.0, p.1.as_f64());
             // One case in three downsamples to `all`.
             let all = all == 0;
             let spec = DownsampleSpec {
@@ -393,19 +397,29 @@ mod prop {
             };
             let range = (T + start, T + start + len);
             let mut fast = Vec::new();
-            let at = |p: &(i64, f64, Option<i64>)| (p.0, p.1);
-            let int = |p: &(i64, f64, Option<i64>)| p.2;
-            let handled = downsample_fixed_folding(&pts, (at, int), &spec, range, &mut fast);
+            let handled = if all {
+                downsample_all_folding(&pts, at, &spec, range, &mut fast)
+            } else {
+                let mut cols = PointColumns::default();
+                for &(t, v) in &pts {
+                    cols.push(t, v);
+                }
+                downsample_columns(&cols, &spec, range, UTC, &mut fast)
+            };
             let simple = if all {
                 name != "p50"
             } else {
                 !matches!(name, "p50" | "first" | "last") && fill == 0
             };
             prop_assert_eq!(handled, simple);
+            prop_assert_eq!(folds_by_columns(&spec), simple && !all);
             if handled {
                 let mut slow = Vec::new();
+                let (before, after) = edge_buckets(&pts, at, &spec, range, UTC, &mut Vec::new());
+                slow.extend(before);
                 downsample_into(pts.iter().map(at), &spec, range, UTC, &mut Vec::new(), &mut slow)
                     .unwrap();
+                slow.extend(after);
                 let bits = |v: &[Point]| -> Vec<(i64, u64)> {
                     v.iter().map(|(t, n)| (*t, n.to_f64().to_bits())).collect()
                 };

@@ -117,6 +117,39 @@ pub(crate) fn decode<T>(
     Ok(())
 }
 
+/// A decimal column's scale `k`, and 10^k.
+fn decimal_scale(cur: &mut Cursor<'_>) -> Result<(u8, f64), BlockError> {
+    let offset = cur.pos;
+    let k = cur.u8()?;
+    match POW10.get(usize::from(k)) {
+        Some(&p) => Ok((k, p)),
+        None => Err(BlockError::BadTag {
+            offset,
+            what: "decimal scale",
+            tag: k,
+        }),
+    }
+}
+
+/// [`decode`] into f64s. A decimal column is decoded in two passes, mantissas then one
+/// division each, so that the divisions, the slow part, run in vector registers.
+pub(crate) fn decode_f64s(cur: &mut Cursor<'_>, dst: &mut [f64]) -> Result<(), BlockError> {
+    let offset = cur.pos;
+    if dst.is_empty() || cur.u8()? != LAYOUT_FLOAT || cur.u8()? != FLOAT_DECIMAL {
+        cur.pos = offset;
+        return decode(cur, dst, |d, v| *d = v.as_f64());
+    }
+    let (k, p) = decimal_scale(cur)?;
+    decode_ints(cur, dst, |slot, m| *slot = m as f64)?;
+    if k > 0 {
+        // The same `m as f64 / p` as `decode_floats`, bit for bit.
+        for d in dst.iter_mut() {
+            *d /= p;
+        }
+    }
+    Ok(())
+}
+
 /// Appends an integer column for `ints` (any length; nothing is written for 0 values).
 ///
 /// Layout: `u8 kind`, then for `INT_FOR`: `zigzag varint min`, `u8 width`, `n` packed `v - min`;
@@ -382,15 +415,7 @@ pub(crate) fn decode_floats<T>(
             }
         }
         FLOAT_DECIMAL => {
-            let k_offset = cur.pos;
-            let k = cur.u8()?;
-            let Some(&p) = POW10.get(usize::from(k)) else {
-                return Err(BlockError::BadTag {
-                    offset: k_offset,
-                    what: "decimal scale",
-                    tag: k,
-                });
-            };
+            let (k, p) = decimal_scale(cur)?;
             if k == 0 {
                 // Integral floats: the division by 1 is exact, so skip it.
                 decode_ints(cur, dst, |slot, m| set(slot, m as f64))?;
