@@ -8,7 +8,8 @@
 //! columns ascending, newest sequence number first), so a row's entries can be handed to the SST
 //! builder or a reader in internal-key order without re-sorting. Time-series writes append cells
 //! in column order, so the common case is a push at the end; anything else is a binary search
-//! and an insertion.
+//! and an insertion, except that a new version of a cell takes its older version's place and
+//! the older one is set aside, to be merged back in by readers (see `Row::older`).
 //!
 //! Each entry's column and value are copied once, back to back, into the memtable's arena, and
 //! the entry keeps only their chunk and offset: a write costs no allocation and no reference
@@ -19,6 +20,7 @@
 //! a put or cell delete replaces an entry of the same cell and seq, and a row delete drops the
 //! row's cell entries of its own seq (the earlier operations of the batch).
 
+use std::borrow::Cow;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -228,27 +230,47 @@ struct Row {
     entries: Vec<MemEntry>,
     /// `entries.last()`, kept in step by [`Row::sync_last`].
     last: Option<MemEntry>,
+    /// Versions of cells that a newer version replaced in `entries`, in no order. A cell
+    /// written again takes its older version's place instead of being inserted before it:
+    /// an insertion shifts every later entry of the row, so a client that wrote the same
+    /// points over and over spent most of its time moving entries (72 % of the server's CPU,
+    /// 170 k points/s instead of 1.4 M). Readers see `entries` and these merged (see
+    /// [`Row::view`]).
+    older: Vec<MemEntry>,
 }
 
 impl Row {
     fn sync_last(&mut self) {
         self.last = self.entries.last().copied();
     }
+
+    /// All of the row's entries in internal-key order: `entries` itself when no version was
+    /// set aside, else a sorted copy of both.
+    fn view<'a>(&'a self, arena: &Arena) -> Cow<'a, [MemEntry]> {
+        if self.older.is_empty() {
+            return Cow::Borrowed(&self.entries);
+        }
+        let mut all: Vec<MemEntry> = Vec::with_capacity(self.entries.len() + self.older.len());
+        all.extend_from_slice(&self.entries);
+        all.extend_from_slice(&self.older);
+        all.sort_by(|a, b| a.cmp_slot(arena, b.cell(), b.column(arena), b.seq));
+        Cow::Owned(all)
+    }
 }
 
 impl TableRows {
-    fn get(&self, row: &[u8]) -> Option<&Vec<MemEntry>> {
-        self.index.get(row).map(|&i| &self.rows[i].entries)
+    fn get(&self, row: &[u8]) -> Option<&Row> {
+        self.index.get(row).map(|&i| &self.rows[i])
     }
 
-    /// Rows and their entries in key order, over `range` of row keys.
+    /// Rows in key order, over `range` of row keys.
     fn range<'a>(
         &'a self,
         range: (Bound<Bytes>, Bound<Bytes>),
-    ) -> impl Iterator<Item = (&'a Bytes, &'a Vec<MemEntry>)> + 'a {
+    ) -> impl Iterator<Item = (&'a Bytes, &'a Row)> + 'a {
         self.order
             .range(range)
-            .map(|(row, &i)| (row, &self.rows[i].entries))
+            .map(|(row, &i)| (row, &self.rows[i]))
     }
 }
 
@@ -395,6 +417,7 @@ impl Memtable {
                 rows.rows.push(Row {
                     entries: Vec::with_capacity(ROW_INITIAL_ENTRIES),
                     last: None,
+                    older: Vec::new(),
                 });
                 rows.order.insert(key.clone(), i);
                 rows.index.insert(key, i);
@@ -405,6 +428,8 @@ impl Memtable {
         if kind == EntryKind::DeleteRow {
             // Earlier operations of the same batch on this row are overridden.
             r.entries
+                .retain(|e| e.kind == EntryKind::DeleteRow || e.seq != seq);
+            r.older
                 .retain(|e| e.kind == EntryKind::DeleteRow || e.seq != seq);
             r.sync_last();
         }
@@ -430,6 +455,16 @@ impl Memtable {
                 .binary_search_by(|e| e.cmp_slot(arena, cell, column, seq))
             {
                 Ok(i) => r.entries[i] = entry,
+                // An older version of the same cell: set aside (see `Row::older`).
+                Err(i)
+                    if cell == 1
+                        && r.entries.get(i).is_some_and(|old| {
+                            old.cmp_slot(arena, cell, column, old.seq).is_eq()
+                        }) =>
+                {
+                    let old = std::mem::replace(&mut r.entries[i], entry);
+                    r.older.push(old);
+                }
                 Err(i) => r.entries.insert(i, entry),
             }
             r.sync_last();
@@ -449,7 +484,7 @@ impl Memtable {
     ) -> Option<Found> {
         let tables = self.tables.read();
         let arena = &tables.arena;
-        let entries = tables.tables.get(&table)?.get(row)?;
+        let entries = tables.tables.get(&table)?.get(row)?.view(arena);
         let visible = |cell: u8, column: &[u8]| {
             let i =
                 entries.partition_point(|e| e.cmp_slot(arena, cell, column, snapshot_seq).is_lt());
@@ -477,8 +512,8 @@ impl Memtable {
         let Some(rows) = tables.tables.get(&table) else {
             return Ok(());
         };
-        for (row, entries) in rows.range((Bound::Unbounded, Bound::Unbounded)) {
-            for e in entries {
+        for (row, r) in rows.range((Bound::Unbounded, Bound::Unbounded)) {
+            for e in r.view(&tables.arena).iter() {
                 f(&e.entry(row, &tables.arena))?;
             }
         }
@@ -505,7 +540,8 @@ impl Memtable {
         let arena = &tables.arena;
         let mut view: Vec<FoldEntry<'_>> = Vec::new();
         let mut out: Vec<Entry> = Vec::new();
-        for (row, entries) in rows.range((Bound::Unbounded, Bound::Unbounded)) {
+        for (row, r) in rows.range((Bound::Unbounded, Bound::Unbounded)) {
+            let entries = &*r.view(arena);
             view.clear();
             view.extend(entries.iter().map(|e| FoldEntry {
                 column: e.column(arena),
@@ -589,8 +625,6 @@ impl Memtable {
         Some(())
     }
 
-    /// Every entry of `table` in the rows of `range`, in internal-key order. Rows, columns
-    /// and values are shared with the memtable, not copied.
     /// True if the memtable holds any entry of `row` in `table`.
     pub(crate) fn has_row(&self, table: u32, row: &[u8]) -> bool {
         let tables = self.tables.read();
@@ -600,6 +634,8 @@ impl Memtable {
             .is_some_and(|rows| rows.get(row).is_some())
     }
 
+    /// Every entry of `table` in the rows of `range`, in internal-key order. Rows, columns
+    /// and values are shared with the memtable, not copied.
     pub(crate) fn entries(&self, table: u32, range: &RowRange) -> Vec<Entry> {
         let tables = self.tables.read();
         let Some(rows) = tables.tables.get(&table) else {
@@ -619,7 +655,8 @@ impl Memtable {
             return Vec::new();
         }
         let mut out = Vec::new();
-        for (row, entries) in rows.range((start, end)) {
+        for (row, r) in rows.range((start, end)) {
+            let entries = r.view(&tables.arena);
             out.extend(entries.iter().map(|e| e.entry(row, &tables.arena)));
         }
         out
@@ -649,6 +686,122 @@ mod tests {
             prop_assert_eq!(keys.len(), cols.len());
             prop_assert_eq!(keys, sorted);
         }
+    }
+
+    /// A version in the model of `every_version_reads_back_at_every_snapshot`: row, column,
+    /// seq, kind, value; a row tombstone has an empty column.
+    type ModelEntry = (Vec<u8>, Vec<u8>, u64, EntryKind, Vec<u8>);
+
+    proptest! {
+        /// Against a model that keeps every version: puts, cell deletes and row deletes on a
+        /// few cells of two rows, several to a batch (one seq) at times, and cells written
+        /// again and again. `entries` holds every version in internal-key order, and `get` at
+        /// every snapshot finds the entry that decides.
+        #[test]
+        fn every_version_reads_back_at_every_snapshot(
+            ops in proptest::collection::vec((0u8..2, 0u8..3, 0u8..5, any::<bool>()), 1..150),
+        ) {
+            let mut model: Vec<ModelEntry> = Vec::new();
+            let m = Memtable::new();
+            let mut seq = 1u64;
+            for (i, &(r, c, kind, next_batch)) in ops.iter().enumerate() {
+                if next_batch {
+                    seq += 1;
+                }
+                let row = vec![b'r', r];
+                let column = vec![b'c', c];
+                let value = (i as u32).to_be_bytes().to_vec();
+                let op = match kind {
+                    0..=2 => OpRef::Put { table: 1, row: &row, column: &column, value: &value },
+                    3 => OpRef::Delete { table: 1, row: &row, column: &column },
+                    _ => OpRef::DeleteRow { table: 1, row: &row },
+                };
+                m.apply(&op, seq, 0);
+                match kind {
+                    4 => {
+                        // Drops the row's cell entries of this batch; one marker per batch.
+                        model.retain(|e| !(e.0 == row && e.2 == seq));
+                        model.push((row, Vec::new(), seq, EntryKind::DeleteRow, Vec::new()));
+                    }
+                    _ => {
+                        model.retain(|e| {
+                            !(e.0 == row && e.1 == column && e.2 == seq && e.3 != EntryKind::DeleteRow)
+                        });
+                        let (kind, value) = if kind == 3 {
+                            (EntryKind::DeleteCell, Vec::new())
+                        } else {
+                            (EntryKind::Put, value)
+                        };
+                        model.push((row, column, seq, kind, value));
+                    }
+                }
+            }
+            let key = |e: &ModelEntry| {
+                InternalKey::new(e.0.clone(), e.1.clone(), e.2, e.3)
+            };
+            let mut want: Vec<(InternalKey, Vec<u8>)> =
+                model.iter().map(|e| (key(e), e.4.clone())).collect();
+            want.sort_by(|a, b| a.0.cmp(&b.0));
+            let got: Vec<(InternalKey, Vec<u8>)> = m
+                .entries(1, &RowRange::all())
+                .into_iter()
+                .map(|e| (e.key, e.value.to_vec()))
+                .collect();
+            prop_assert_eq!(got, want);
+            for snapshot in 0..=seq + 1 {
+                for r in 0..2u8 {
+                    for c in 0..3u8 {
+                        let (row, column) = (vec![b'r', r], vec![b'c', c]);
+                        let newest = |marker: bool| {
+                            model
+                                .iter()
+                                .filter(|e| e.0 == row && e.2 <= snapshot)
+                                .filter(|e| (e.3 == EntryKind::DeleteRow) == marker)
+                                .filter(|e| marker || e.1 == column)
+                                .max_by_key(|e| e.2)
+                                .map(|e| (e.3, e.2, e.4.clone()))
+                        };
+                        let want = match (newest(true), newest(false)) {
+                            (Some(m), Some(c)) => Some(if m.1 > c.1 { m } else { c }),
+                            (m, c) => c.or(m),
+                        };
+                        let got = m
+                            .get(1, &row, &column, snapshot)
+                            .map(|f| (f.kind, f.seq, f.value.to_vec()));
+                        prop_assert_eq!(got, want, "row {} column {} at {}", r, c, snapshot);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A client that writes the same cells again and again: each rewrite takes its older
+    /// version's place, so the row's sorted vector keeps one entry per cell and no write
+    /// shifts it (it used to grow by one entry per rewrite, each inserted near the front).
+    #[test]
+    fn rewriting_a_cell_does_not_grow_the_sorted_entries() {
+        let m = Memtable::new();
+        let columns: Vec<[u8; 2]> = (0..100u8).map(|c| [b'c', c]).collect();
+        for round in 0..50u64 {
+            for c in &columns {
+                m.apply(&put(b"r", c, &round.to_be_bytes()), round + 1, 0);
+            }
+        }
+        let tables = m.tables.read();
+        let row = tables.tables.get(&1).and_then(|t| t.get(b"r"));
+        assert_eq!(
+            row.map(|r| (r.entries.len(), r.older.len())),
+            Some((100, 4_900))
+        );
+        drop(tables);
+        // Readers still see every version, in order, and the newest wins.
+        let all = m.entries(1, &RowRange::all());
+        assert_eq!(all.len(), 5_000);
+        assert!(all.windows(2).all(|w| w[0].key < w[1].key));
+        let newest = m.get(1, b"r", b"c\x07", 50).map(|f| f.value);
+        assert_eq!(newest.as_deref(), Some(&49u64.to_be_bytes()[..]));
+        let old = m.get(1, b"r", b"c\x07", 10).map(|f| f.value);
+        assert_eq!(old.as_deref(), Some(&9u64.to_be_bytes()[..]));
     }
 
     fn put<'a>(row: &'a [u8], column: &'a [u8], value: &'a [u8]) -> OpRef<'a> {
