@@ -793,6 +793,9 @@ fn fold_buckets(
 ) {
     let mut i = 0;
     let mut b = i64::MIN;
+    // The previous bucket's point count: at a regular interval, the next bucket holds as
+    // many, which two probes confirm.
+    let mut last_len = 0;
     while i < n {
         let t = ts(i);
         let next = b.saturating_add(width);
@@ -803,7 +806,17 @@ fn fold_buckets(
         };
         let next = b.saturating_add(width);
         let from = i;
-        i = bucket_end(ts, from, n, next);
+        let guess = from + last_len;
+        i = if last_len > 0
+            && guess <= n
+            && ts(guess - 1) < next
+            && (guess == n || ts(guess) >= next)
+        {
+            guess
+        } else {
+            bucket_end(ts, from, n, next)
+        };
+        last_len = i - from;
         let value = if let Some(sum) = exact(from, i) {
             // `init` is a zero, and no integer is NaN.
             finish(sum as f64, (i - from) as f64)
