@@ -714,19 +714,30 @@ impl FixedFold {
         ),
         out: &mut Vec<Point>,
     ) {
-        let (w, empty) = (self.width, self.empty);
+        let empty = self.empty;
+        let (sum, other) = ((self.width, true), (self.width, false));
         // One loop per fold, so each inner loop is a plain accumulation. Sums of integers
         // take the exact integer path; min, max and count gain nothing from it.
         let (ts, val, no_int) = (&ts, &val, &|_: usize, _: usize| None);
         match self.fold {
-            Fold::Sum => fold_buckets(n, (ts, val, &exact), w, out, empty, |a, v| a + v, |a, _| a),
-            Fold::Min => fold_buckets(n, (ts, val, no_int), w, out, empty, f64::min, |a, _| a),
-            Fold::Max => fold_buckets(n, (ts, val, no_int), w, out, empty, f64::max, |a, _| a),
-            Fold::Count => fold_buckets(n, (ts, val, no_int), w, out, empty, |a, _| a, |_, n| n),
+            Fold::Sum => fold_buckets(
+                n,
+                (ts, val, &exact),
+                sum,
+                out,
+                empty,
+                |a, v| a + v,
+                |a, _| a,
+            ),
+            Fold::Min => fold_buckets(n, (ts, val, no_int), other, out, empty, f64::min, |a, _| a),
+            Fold::Max => fold_buckets(n, (ts, val, no_int), other, out, empty, f64::max, |a, _| a),
+            Fold::Count => {
+                fold_buckets(n, (ts, val, no_int), other, out, empty, |a, _| a, |_, n| n)
+            }
             _ => fold_buckets(
                 n,
                 (ts, val, &exact),
-                w,
+                sum,
                 out,
                 empty,
                 |a, v| a + v,
@@ -785,12 +796,18 @@ fn fold_buckets(
         &BucketValues<'_>,
         &impl Fn(usize, usize) -> Option<i64>,
     ),
-    width: i64,
+    (width, sums): (i64, bool),
     out: &mut Vec<Point>,
     init: f64,
     add: impl Fn(f64, f64) -> f64,
     finish: impl Fn(f64, f64) -> f64,
 ) {
+    if n == 0 {
+        return;
+    }
+    // At most one bucket per point, and per width of the span.
+    let span = ts(n - 1).saturating_sub(ts(0)) / width;
+    out.reserve(usize::try_from(span).map_or(n, |s| s.saturating_add(1).min(n)));
     let mut i = 0;
     let mut b = i64::MIN;
     // The previous bucket's point count: at a regular interval, the next bucket holds as
@@ -821,7 +838,7 @@ fn fold_buckets(
             // `init` is a zero, and no integer is NaN.
             finish(sum as f64, (i - from) as f64)
         } else {
-            let (acc, real) = vals.fold(from, i, init, &add);
+            let (acc, real) = vals.fold((from, i), init, &add, sums);
             if real == 0 {
                 f64::NAN
             } else {
@@ -868,11 +885,27 @@ enum BucketValues<'a> {
 impl BucketValues<'_> {
     /// The non-NaN values of the points `from..to` folded with `add` from `init`, and their
     /// count.
+    /// With `sums`, `add` is `+`.
     #[inline(always)]
-    fn fold(self, from: usize, to: usize, init: f64, add: &impl Fn(f64, f64) -> f64) -> (f64, u64) {
+    fn fold(
+        self,
+        (from, to): (usize, usize),
+        init: f64,
+        add: &impl Fn(f64, f64) -> f64,
+        sums: bool,
+    ) -> (f64, u64) {
         match self {
             BucketValues::Floats(v) => {
                 let v = v.get(from..to).unwrap_or_default();
+                if sums {
+                    // A plain sum is NaN only when some value is NaN (or infinities cancel,
+                    // which the NaN-skipping fold gives as well): only then is that needed.
+                    let sum = v.iter().fold(init, |a, &x| a + x);
+                    if !sum.is_nan() {
+                        return (sum, v.len() as u64);
+                    }
+                    return fold_values(v.iter().copied(), init, add);
+                }
                 // Not `any`: without an early exit the test is a few vector instructions.
                 if v.iter().fold(false, |nan, x| nan | x.is_nan()) {
                     fold_values(v.iter().copied(), init, add)
