@@ -780,7 +780,7 @@ fn fold_all<T>(
 }
 
 /// The buckets of the points `0..n` (sorted, all inside the emitted range), given by `ts` and
-/// `val`: each bucket's non-NaN values folded with `add` from `init`, then
+/// `vals`: each bucket's non-NaN values folded with `add` from `init`, then
 /// `finish(acc, count)`; NaN for a bucket of only NaNs. The next point usually falls in the
 /// next bucket, so the bucket start is only recomputed (a division) when it does not.
 ///
