@@ -1222,30 +1222,25 @@ impl Snapshot {
                 start: Some(Bytes::copy_from_slice(row)),
                 end: Some(Bytes::from(stop)),
             };
+            // The file's cursor moved on to this row, or a new one.
             let at = cursors.iter().position(|(f, _)| Arc::ptr_eq(f, file));
             let reused = match at {
                 Some(at) => cursors[at].1.retarget(range.clone())?,
                 None => false,
             };
-            let rows = if reused {
-                at.map(|at| &mut cursors[at].1)
-            } else {
+            if !reused {
                 let opts = ScanOptions {
                     skip_cache_fill,
                     ..ScanOptions::default()
                 };
                 let fresh = FileRows::new(vec![file.clone()], range, self.seq, expired, opts);
                 match at {
-                    Some(at) => {
-                        cursors[at].1 = fresh;
-                        Some(&mut cursors[at].1)
-                    }
-                    None => {
-                        cursors.push((file.clone(), fresh));
-                        cursors.last_mut().map(|c| &mut c.1)
-                    }
+                    Some(at) => cursors[at].1 = fresh,
+                    None => cursors.push((file.clone(), fresh)),
                 }
-            };
+            }
+            let at = at.unwrap_or(cursors.len().saturating_sub(1));
+            let rows = cursors.get_mut(at).map(|c| &mut c.1);
             if let Some(r) = rows.and_then(|r| r.next()).transpose()? {
                 found(i, r);
             }

@@ -233,9 +233,9 @@ struct Row {
     /// Versions of cells that a newer version replaced in `entries`, in no order. A cell
     /// written again takes its older version's place instead of being inserted before it:
     /// an insertion shifts every later entry of the row, so a client that wrote the same
-    /// points over and over spent most of its time moving entries (72 % of the server's CPU,
-    /// 170 k points/s instead of 1.4 M). Readers see `entries` and these merged (see
-    /// [`Row::view`]).
+    /// points over and over spent most of its time moving entries (1.2 M rewrites of 100
+    /// points over telnet took 0.63 s of server CPU that way, 0.21 s this way). Readers see
+    /// `entries` and these merged (see [`Row::view`]).
     older: Vec<MemEntry>,
 }
 

@@ -425,9 +425,7 @@ impl FileRows {
             last_len: 0,
         }
     }
-}
 
-impl FileRows {
     /// Moves on to `range`, which must start past every row this scan has returned or looked
     /// at (a batched get's next row), reusing the position in the current file. False, having
     /// done nothing, when there is no current file to reuse: the caller starts a new scan.

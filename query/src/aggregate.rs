@@ -168,22 +168,15 @@ fn sum_aligned(series: &[&[Point]], first: &[Point], rate: bool) -> Vec<Point> {
     // Integer output needs every current and next point of the group to be an integer.
     let mut ints = vec![!rate; n];
     for s in series {
-        for (i, (p, next)) in s
-            .iter()
-            .zip(s.iter().skip(1).map(Some).chain([None]))
-            .enumerate()
-        {
-            if let (Some(sum), Some(r), Some(int)) =
-                (sums.get_mut(i), real.get_mut(i), ints.get_mut(i))
-            {
-                if !p.1.is_int() || next.is_some_and(|q| !q.1.is_int()) {
-                    *int = false;
-                }
-                let v = p.1.to_f64();
-                if !v.is_nan() {
-                    *sum += v;
-                    *r = true;
-                }
+        let slots = sums.iter_mut().zip(real.iter_mut().zip(ints.iter_mut()));
+        for (i, (p, (sum, (real, int)))) in s.iter().zip(slots).enumerate() {
+            if !p.1.is_int() || s.get(i + 1).is_some_and(|q| !q.1.is_int()) {
+                *int = false;
+            }
+            let v = p.1.to_f64();
+            if !v.is_nan() {
+                *sum += v;
+                *real = true;
             }
         }
     }

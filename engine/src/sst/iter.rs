@@ -153,13 +153,10 @@ impl SstIter {
     /// the next block otherwise.
     pub(crate) fn reseek_forward(&mut self, range: RowRange) -> Result<()> {
         self.range = range;
-        if self.reverse || self.cursor.is_none() {
-            // Not started (or reverse, which batched gets never use): `start` seeks afresh.
-            self.cursor = None;
-            self.done = false;
-            return Ok(());
-        }
-        let Some(target) = self.range.start.as_deref().map(InternalKey::seek_row) else {
+        let target = self.range.start.as_deref().map(InternalKey::seek_row);
+        let (Some(target), false, true) = (target, self.reverse, self.cursor.is_some()) else {
+            // Not started, no start, or reverse (which batched gets never use): `start`
+            // seeks afresh.
             self.cursor = None;
             self.done = false;
             return Ok(());
