@@ -3,12 +3,12 @@
 //! The output timestamps are the union of the series' timestamps. A series contributes only from its
 //! first to its last point (no extrapolation). At a timestamp where it has no point, its value comes
 //! from the aggregator's interpolation (LERP, zero, type max/min, previous), except for rate series,
-//! which contribute their previous rate. Strata differences: LERP and every function run in `f64`
-//! with no integer truncation (exception #4); a rate series has no seed value before its first real
-//! rate, so it is left out there (exception #3).
+//! which contribute their previous rate. Strata differences: values keep their type, functions over
+//! integers are exact and LERP has no integer truncation (exceptions #4 and #14, see `num.rs`); a
+//! rate series has no seed value before its first real rate, so it is left out there (exception #3).
 
 use crate::aggregator::{Aggregator, Interpolation};
-use crate::num::{Num, Point};
+use crate::num::{ExactSum, Num, Point};
 
 /// Where a series stands at an output timestamp.
 enum Position {
@@ -25,22 +25,59 @@ fn lerp(t: i64, (x0, y0): (i64, f64), (x1, y1): (i64, f64)) -> f64 {
     y0 + (t - x0) as f64 * (y1 - y0) / (x1 - x0) as f64
 }
 
+/// Linear interpolation at `t` (`x0 < t < x1`) between two points: an integer when both are
+/// integers and the interpolated value is exactly one, else the double [`lerp`].
+fn lerp_num(t: i64, (x0, y0): (i64, Num), (x1, y1): (i64, Num)) -> Num {
+    if let (Num::Int(a), Num::Int(b)) = (y0, y1) {
+        let den = i128::from(x1) - i128::from(x0);
+        let num = (i128::from(b) - i128::from(a)).checked_mul(i128::from(t) - i128::from(x0));
+        if let Some(num) = num
+            && den != 0
+            && num % den == 0
+        {
+            // Between `a` and `b`, so it fits an i64.
+            return Num::from_i128(i128::from(a) + num / den);
+        }
+    }
+    Num::Float(lerp(t, (x0, y0.to_f64()), (x1, y1.to_f64())))
+}
+
+/// A zero of the same type as `like`, for the ZIM interpolation.
+fn zero_like(like: Num) -> Num {
+    match like {
+        Num::Int(_) => Num::Int(0),
+        Num::Float(_) => Num::Float(0.0),
+    }
+}
+
 /// Aggregates the series of one group (each sorted by time, unique timestamps) into one series.
 ///
 /// `rate` says the inputs are rates: no interpolation, a missing rate takes the series' previous
-/// rate. An output point is a `Num::Int` only when `rate` is false, the current and next points of
-/// every series are integers, and the result is exactly integral; otherwise it is a `Num::Float`
-/// (NaN when every contributing value is NaN). `Aggregator::None` is not meant to be aggregated
-/// (each series is its own result); given it, this sums.
-pub fn aggregate(series: &[&[Point]], aggregator: Aggregator, rate: bool) -> Vec<Point> {
-    if let Some(out) = aggregate_aligned(series, aggregator, rate) {
+/// rate. `int_estimators` selects the `ep*` percentile estimators of OpenTSDB's integer path (no
+/// downsample, no rate). Each output point is [`Aggregator::apply_nums`] of the series' values
+/// at its timestamp, which keep their type (NaN when every contributing value is NaN).
+/// `Aggregator::None` is not meant to be aggregated (each series is its own result); given it,
+/// this sums.
+pub fn aggregate(
+    series: &[&[Point]],
+    aggregator: Aggregator,
+    rate: bool,
+    int_estimators: bool,
+) -> Vec<Point> {
+    let int_estimators = int_estimators && !rate;
+    if let Some(out) = aggregate_aligned(series, aggregator, int_estimators) {
         return out;
     }
-    aggregate_general(series, aggregator, rate)
+    aggregate_general(series, aggregator, rate, int_estimators)
 }
 
 /// [`aggregate`] for any series: merges the timestamps and interpolates.
-fn aggregate_general(series: &[&[Point]], aggregator: Aggregator, rate: bool) -> Vec<Point> {
+fn aggregate_general(
+    series: &[&[Point]],
+    aggregator: Aggregator,
+    rate: bool,
+    int_estimators: bool,
+) -> Vec<Point> {
     let mut stamps: Vec<i64> = series
         .iter()
         .flat_map(|s| s.iter().map(|(t, _)| *t))
@@ -53,7 +90,6 @@ fn aggregate_general(series: &[&[Point]], aggregator: Aggregator, rate: bool) ->
     let mut values = Vec::with_capacity(series.len());
     let mut out = Vec::with_capacity(stamps.len());
     for t in stamps {
-        let mut int_path = !rate;
         values.clear();
         for (s, n) in series.iter().zip(next.iter_mut()) {
             while *n < s.len() && s[*n].0 <= t {
@@ -69,44 +105,24 @@ fn aggregate_general(series: &[&[Point]], aggregator: Aggregator, rate: bool) ->
                 }
                 _ => Position::Inactive,
             };
-            // Integer output needs every current and next point of the group to be an integer.
-            let (cur, nxt) = match position {
-                Position::Inactive if *n == 0 => (None, s.first()),
-                Position::Inactive => (None, None),
-                Position::At(i) | Position::Between(i) => (s.get(i), s.get(i + 1)),
-            };
-            if cur.is_some_and(|p| !p.1.is_int()) || nxt.is_some_and(|p| !p.1.is_int()) {
-                int_path = false;
-            }
             let value = match position {
                 Position::Inactive => continue,
-                Position::At(i) => s[i].1.to_f64(),
-                Position::Between(i) => {
-                    let (x0, y0) = (s[i].0, s[i].1.to_f64());
-                    if rate {
-                        y0
-                    } else {
-                        match interpolation {
-                            Interpolation::Lerp => {
-                                lerp(t, (x0, y0), (s[i + 1].0, s[i + 1].1.to_f64()))
-                            }
-                            Interpolation::Zim => 0.0,
-                            Interpolation::Max => f64::MAX,
-                            Interpolation::Min => -f64::MAX,
-                            Interpolation::Prev => y0,
-                        }
-                    }
-                }
+                Position::At(i) => s[i].1,
+                Position::Between(i) if rate => s[i].1,
+                Position::Between(i) => match interpolation {
+                    Interpolation::Lerp => lerp_num(t, s[i], s[i + 1]),
+                    Interpolation::Zim => zero_like(s[i].1),
+                    // The type's extreme never wins the min (max): the series is left out.
+                    Interpolation::Max | Interpolation::Min => continue,
+                    Interpolation::Prev => s[i].1,
+                },
             };
             values.push(value);
         }
         if values.is_empty() {
             continue;
         }
-        out.push((
-            t,
-            Num::from_result(aggregator.apply(&values, int_path), int_path),
-        ));
+        out.push((t, aggregator.apply_nums(&values, int_estimators)));
     }
     out
 }
@@ -118,7 +134,7 @@ fn aggregate_general(series: &[&[Point]], aggregator: Aggregator, rate: bool) ->
 fn aggregate_aligned(
     series: &[&[Point]],
     aggregator: Aggregator,
-    rate: bool,
+    int_estimators: bool,
 ) -> Option<Vec<Point>> {
     let first = *series.first()?;
     if first.is_empty()
@@ -133,60 +149,33 @@ fn aggregate_aligned(
         aggregator,
         Aggregator::Sum | Aggregator::ZimSum | Aggregator::PfSum | Aggregator::None
     ) {
-        return Some(sum_aligned(series, first, rate));
+        return Some(sum_aligned(series, first));
     }
     let mut values = Vec::with_capacity(series.len());
     let mut out = Vec::with_capacity(first.len());
     for (i, (t, _)) in first.iter().enumerate() {
         values.clear();
-        let mut int_path = !rate;
-        for s in series {
-            let v = s[i].1;
-            // Integer output needs every current and next point of the group to be an integer.
-            if !v.is_int() || s.get(i + 1).is_some_and(|p| !p.1.is_int()) {
-                int_path = false;
-            }
-            values.push(v.to_f64());
-        }
-        out.push((
-            *t,
-            Num::from_result(aggregator.apply(&values, int_path), int_path),
-        ));
+        values.extend(series.iter().map(|s| s[i].1));
+        out.push((*t, aggregator.apply_nums(&values, int_estimators)));
     }
     Some(out)
 }
 
 /// [`aggregate_aligned`] for the sums: one pass over each series in turn, adding into a sum
 /// per timestamp, instead of one pass over the series per timestamp, which read every series'
-/// points a cache line apart (a quarter of a 200-series panel's aggregation time went to those
-/// misses). Each timestamp's sum still adds its values in series order, from the same start as
-/// [`Aggregator::apply`], skipping NaNs, so it is the same sum bit for bit.
-fn sum_aligned(series: &[&[Point]], first: &[Point], rate: bool) -> Vec<Point> {
-    let n = first.len();
-    let mut sums = vec![std::iter::empty::<f64>().sum::<f64>(); n];
-    let mut real = vec![false; n];
-    // Integer output needs every current and next point of the group to be an integer.
-    let mut ints = vec![!rate; n];
+/// points a cache line apart. Each timestamp's sum still adds its values in series order, as
+/// [`Aggregator::apply_nums`] does, so it is the same sum bit for bit.
+fn sum_aligned(series: &[&[Point]], first: &[Point]) -> Vec<Point> {
+    let mut sums = vec![ExactSum::default(); first.len()];
     for s in series {
-        let slots = sums.iter_mut().zip(real.iter_mut().zip(ints.iter_mut()));
-        for (i, (p, (sum, (real, int)))) in s.iter().zip(slots).enumerate() {
-            if !p.1.is_int() || s.get(i + 1).is_some_and(|q| !q.1.is_int()) {
-                *int = false;
-            }
-            let v = p.1.to_f64();
-            if !v.is_nan() {
-                *sum += v;
-                *real = true;
-            }
+        for (p, sum) in s.iter().zip(sums.iter_mut()) {
+            sum.add(p.1);
         }
     }
     first
         .iter()
-        .zip(sums.iter().zip(&real).zip(&ints))
-        .map(|((t, _), ((&sum, &real), &int))| {
-            let value = if real { sum } else { f64::NAN };
-            (*t, Num::from_result(value, int))
-        })
+        .zip(&sums)
+        .map(|((t, _), sum)| (*t, sum.sum()))
         .collect()
 }
 

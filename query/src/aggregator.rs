@@ -1,10 +1,13 @@
 //! The 35 OpenTSDB aggregators (§e.3): name, function and interpolation kind.
 //!
-//! Values are computed in `f64` on every path (exception #4: no integer truncation). The only
-//! remaining difference of OpenTSDB's integer path is kept: the `ep*r3`/`ep*r7` percentiles use the
-//! estimator when every input is an integer (no downsample, no rate), else the LEGACY one.
+//! [`Aggregator::apply`] computes in `f64`, as OpenTSDB's double path does, with no integer
+//! truncation (exception #4). [`Aggregator::apply_nums`] takes values that kept their type and
+//! is exact over integers (exception #14, see `num.rs`). One difference of OpenTSDB's integer
+//! path is kept: the `ep*r3`/`ep*r7` percentiles use the estimator when every input is
+//! an integer (no downsample, no rate), else the LEGACY one.
 
 use crate::error::{Error, Result};
+use crate::num::{ExactSum, Extreme, Num};
 
 /// How a series that has no point at an output timestamp is given a value there (§e.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,7 +196,8 @@ impl Aggregator {
             Aggregator::Max | Aggregator::MimMax => real.fold(f64::NEG_INFINITY, f64::max),
             Aggregator::Count => real.count() as f64,
             Aggregator::Avg => {
-                let (sum, n) = real.fold((0.0, 0u64), |(s, n), v| (s + v, n + 1));
+                // From `-0.0`, as a sum: the mean of `-0.0` alone is `-0.0`.
+                let (sum, n) = real.fold((-0.0, 0u64), |(s, n), v| (s + v, n + 1));
                 sum / n as f64
             }
             Aggregator::Dev => population_dev(real),
@@ -238,14 +242,15 @@ fn population_dev(values: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
-/// The percentile `p` (0..1] of ascending, non-empty `sorted` with commons-math's estimators.
-pub(crate) fn percentile(sorted: &[f64], p: f64, estimator: Estimator) -> f64 {
-    let n = sorted.len();
+/// Where the percentile `p` (0..1] of `n` ascending values lies with commons-math's
+/// estimators: the 0-based index of the lower value and the fraction of the way to the next
+/// one (0 when the percentile is a value itself). `None` for no value.
+fn percentile_pos(n: usize, p: f64, estimator: Estimator) -> Option<(usize, f64)> {
     if n == 0 {
-        return f64::NAN;
+        return None;
     }
     if n == 1 {
-        return sorted[0];
+        return Some((0, 0.0));
     }
     let nf = n as f64;
     // `pos` is 1-based.
@@ -267,15 +272,149 @@ pub(crate) fn percentile(sorted: &[f64], p: f64, estimator: Estimator) -> f64 {
         }
     };
     if pos < 1.0 {
-        return sorted[0];
+        return Some((0, 0.0));
     }
     if pos >= nf {
-        return sorted[n - 1];
+        return Some((n - 1, 0.0));
     }
     let floor = pos.floor();
-    let lower = sorted[floor as usize - 1];
-    let upper = sorted[floor as usize];
-    lower + (pos - floor) * (upper - lower)
+    Some((floor as usize - 1, pos - floor))
+}
+
+/// The percentile `p` (0..1] of ascending, non-empty `sorted` with commons-math's estimators.
+pub(crate) fn percentile(sorted: &[f64], p: f64, estimator: Estimator) -> f64 {
+    match percentile_pos(sorted.len(), p, estimator) {
+        None => f64::NAN,
+        Some((i, 0.0)) => sorted[i],
+        Some((i, frac)) => {
+            let (lower, upper) = (sorted[i], sorted[i + 1]);
+            lower + frac * (upper - lower)
+        }
+    }
+}
+
+impl Aggregator {
+    /// [`Aggregator::apply`] over values that keep their type (exception #14): with only
+    /// doubles it is `apply`, bit for bit. With integers among them, sums, `count`, `diff`,
+    /// `mult` and `squareSum` are exact integer arithmetic (a double only past `i64`, or when a
+    /// double is among the values), min, max, median, first, last and a percentile that falls
+    /// on a value return that value as it was given, and the mean is an integer only when the
+    /// division is exact. `int_estimators` selects the `ep*` estimators, as `apply`'s
+    /// `int_path` does (OpenTSDB's integer path: no downsample, no rate, integers only).
+    pub fn apply_nums(self, values: &[Num], int_estimators: bool) -> Num {
+        if !values.iter().any(|v| v.is_int()) {
+            let floats: Vec<f64> = values.iter().map(|v| v.to_f64()).collect();
+            return Num::Float(self.apply(&floats, false));
+        }
+        let all_int = values.iter().all(|v| v.is_int());
+        let real = || values.iter().copied().filter(|v| !v.is_nan());
+        let nan = Num::Float(f64::NAN);
+        match self {
+            Aggregator::First => values.first().copied().unwrap_or(nan),
+            Aggregator::Last => values.last().copied().unwrap_or(nan),
+            Aggregator::Diff => match (values.first(), values.last()) {
+                (Some(Num::Int(a)), Some(Num::Int(b))) => {
+                    Num::from_i128(i128::from(*b) - i128::from(*a))
+                }
+                (Some(a), Some(b)) => Num::Float(b.to_f64() - a.to_f64()),
+                _ => nan,
+            },
+            Aggregator::Mult => {
+                if all_int {
+                    let product = values.iter().try_fold(1i128, |acc, v| match v {
+                        Num::Int(i) => acc.checked_mul(i128::from(*i)),
+                        Num::Float(_) => None,
+                    });
+                    if let Some(p) = product {
+                        return Num::from_i128(p);
+                    }
+                }
+                Num::Float(values.iter().map(|v| v.to_f64()).product())
+            }
+            Aggregator::Sum | Aggregator::ZimSum | Aggregator::PfSum | Aggregator::None => {
+                let mut s = ExactSum::default();
+                real().for_each(|v| s.add(v));
+                s.sum()
+            }
+            Aggregator::SquareSum => {
+                let mut s = ExactSum::default();
+                let mut overflow = false;
+                for v in real() {
+                    match v {
+                        Num::Int(i) => {
+                            let sq = i128::from(i) * i128::from(i);
+                            match s.ints.checked_add(sq) {
+                                Some(t) => {
+                                    s.ints = t;
+                                    s.n_int += 1;
+                                }
+                                None => overflow = true,
+                            }
+                        }
+                        Num::Float(f) => s.add(Num::Float(f * f)),
+                    }
+                }
+                if overflow {
+                    return Num::Float(real().map(|v| v.to_f64() * v.to_f64()).sum());
+                }
+                s.sum()
+            }
+            Aggregator::Min | Aggregator::MimMin | Aggregator::Max | Aggregator::MimMax => {
+                let mut e = Extreme::new(matches!(self, Aggregator::Max | Aggregator::MimMax));
+                real().for_each(|v| e.add(v));
+                e.value()
+            }
+            Aggregator::Count => {
+                let n = real().count() as i64;
+                if all_int {
+                    Num::Int(n)
+                } else {
+                    Num::Float(n as f64)
+                }
+            }
+            Aggregator::Avg => {
+                let mut s = ExactSum::default();
+                real().for_each(|v| s.add(v));
+                s.mean()
+            }
+            Aggregator::Dev => {
+                let v = population_dev(real().map(Num::to_f64));
+                Num::from_result(v, all_int)
+            }
+            Aggregator::Median => {
+                let sorted = sorted_nums(real());
+                sorted.get(sorted.len() / 2).copied().unwrap_or(nan)
+            }
+            Aggregator::Percentile {
+                per_mille,
+                estimator,
+            } => {
+                let estimator = if int_estimators && all_int {
+                    estimator
+                } else {
+                    Estimator::Legacy
+                };
+                let sorted = sorted_nums(real());
+                let p = f64::from(per_mille) / 1000.0;
+                match percentile_pos(sorted.len(), p, estimator) {
+                    None => nan,
+                    Some((i, 0.0)) => sorted[i],
+                    Some((i, frac)) => {
+                        let (lower, upper) = (sorted[i].to_f64(), sorted[i + 1].to_f64());
+                        let both_int = sorted[i].is_int() && sorted[i + 1].is_int();
+                        Num::from_result(lower + frac * (upper - lower), both_int)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Values in ascending exact order (no NaN among them).
+fn sorted_nums(values: impl Iterator<Item = Num>) -> Vec<Num> {
+    let mut v: Vec<Num> = values.collect();
+    v.sort_by(|a, b| a.exact_cmp(*b).unwrap_or(std::cmp::Ordering::Equal));
+    v
 }
 
 #[cfg(test)]

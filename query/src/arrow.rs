@@ -2,26 +2,31 @@
 //! or `?format=arrow`).
 //!
 //! ## Layout
-//! - One schema for the whole stream, two columns:
-//!   `timestamp: Timestamp(Millisecond, "UTC")` (not null) and `value: Float64` (nullable).
+//! - One schema for the whole stream, three columns:
+//!   `timestamp: Timestamp(Millisecond, "UTC")` (not null), `value: Float64` (nullable) and
+//!   `value_int: Int64` (nullable).
+//! - `value` holds every point as a double. `value_int` holds the exact integer where the point
+//!   is an integer and is null where it is a double, so a reader that needs values exactly as
+//!   written (integers past 2^53 included) takes `value_int` when it is set, `value` otherwise.
 //! - One record batch per result object of the JSON answer, in the same order; a result without
 //!   points is an empty batch, so batch `i` is always JSON element `i`.
 //! - Schema metadata `strata.series`: a JSON array with one object per batch,
 //!   `{"metric", "tags", "aggregateTags", "queryIndex"}` plus `"tsuids"` when `showTSUIDs` is set;
 //!   `strata.version` is `1`.
 //! - Points are the JSON answer's: without `msResolution` the last point of each second, stamped at
-//!   the second's start (in ms). Integers become doubles (exact below 2^53). NaN stays NaN, except
-//!   with fill policy `null`, where it is a null, as the JSON writes `null`.
+//!   the second's start (in ms). NaN stays NaN in `value`, except with fill policy `null`, where it
+//!   is a null, as the JSON writes `null`.
 
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Float64Array, RecordBatch, TimestampMillisecondArray};
+use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, TimestampMillisecondArray};
 use arrow_ipc::writer::StreamWriter;
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 
 use crate::error::{Error, Result};
 use crate::exec::ResultGroup;
 use crate::model::TsQuery;
+use crate::num::Num;
 use crate::output::keyed_points;
 
 /// The media type of an Arrow IPC stream.
@@ -72,6 +77,7 @@ pub fn render_arrow(q: &TsQuery, results: &[ResultGroup]) -> Result<Vec<u8>> {
                 false,
             ),
             Field::new("value", DataType::Float64, true),
+            Field::new("value_int", DataType::Int64, true),
         ],
         metadata,
     ));
@@ -92,7 +98,18 @@ pub fn render_arrow(q: &TsQuery, results: &[ResultGroup]) -> Result<Vec<u8>> {
                 (!(r.nan_as_null && f.is_nan())).then_some(f)
             })
             .collect();
-        let columns: Vec<ArrayRef> = vec![Arc::new(ts.with_timezone("UTC")), Arc::new(values)];
+        let ints: Int64Array = points
+            .iter()
+            .map(|(_, v)| match v {
+                Num::Int(i) => Some(*i),
+                Num::Float(_) => None,
+            })
+            .collect();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(ts.with_timezone("UTC")),
+            Arc::new(values),
+            Arc::new(ints),
+        ];
         let batch = RecordBatch::try_new(schema.clone(), columns).map_err(encode_error)?;
         writer.write(&batch).map_err(encode_error)?;
     }
@@ -119,7 +136,6 @@ pub(crate) fn wants_arrow(params: &[(String, String)], accept: Option<&str>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::num::Num;
     use arrow_array::Array;
     use arrow_ipc::reader::StreamReader;
 
@@ -145,7 +161,14 @@ mod tests {
             ..TsQuery::default()
         };
         let results = vec![
-            group(vec![(1_000, Num::Int(1)), (1_500, Num::Float(2.5))], false),
+            group(
+                vec![
+                    (1_000, Num::Int(1)),
+                    (1_500, Num::Float(2.5)),
+                    (1_700, Num::Int(i64::MIN + 1)),
+                ],
+                false,
+            ),
             group(vec![], false),
             group(vec![(2_000, Num::Float(f64::NAN))], true),
         ];
@@ -168,13 +191,25 @@ mod tests {
             .as_any()
             .downcast_ref::<TimestampMillisecondArray>()
             .ok_or("ts type")?;
-        assert_eq!(ts.values(), &[1_000, 1_500]);
+        assert_eq!(ts.values(), &[1_000, 1_500, 1_700]);
         let v = batches[0]
             .column(1)
             .as_any()
             .downcast_ref::<Float64Array>()
             .ok_or("value type")?;
-        assert_eq!(v.values(), &[1.0, 2.5]);
+        assert_eq!(v.values(), &[1.0, 2.5, (i64::MIN + 1) as f64]);
+        // Integers exactly, past 2^53 too; null for the double.
+        let ints = batches[0]
+            .column(2)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or("value_int type")?;
+        assert_eq!(
+            (0..3)
+                .map(|i| ints.is_valid(i).then(|| ints.value(i)))
+                .collect::<Vec<_>>(),
+            [Some(1), None, Some(i64::MIN + 1)]
+        );
         // fill policy null: NaN is a null
         assert!(batches[2].column(1).is_null(0));
         Ok(())

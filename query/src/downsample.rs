@@ -9,11 +9,11 @@
 use chrono::{Datelike, Duration, NaiveDate, NaiveDateTime, TimeZone, Timelike};
 use chrono_tz::Tz;
 
-use strata_tsdb::{PointColumns, ValueColumn};
+use strata_tsdb::{PointColumns, Value, ValueColumn};
 
 use crate::aggregator::Aggregator;
 use crate::error::{Error, Result};
-use crate::num::{Num, Point};
+use crate::num::{ExactSum, Extreme, Num, Point};
 use crate::time::{local_to_utc_ms, parse_duration};
 
 /// What an empty bucket becomes.
@@ -335,17 +335,19 @@ fn calendar_floor(l: NaiveDateTime, count: u32, unit: CalendarUnit) -> Option<Na
 }
 
 /// One bucket's function, folded point by point where the function allows it (the values are
-/// kept in the caller's buffer otherwise). Each fold is the one [`Aggregator::apply`] runs over the
-/// bucket's values, in the same order, so the result is bit for bit the same.
+/// kept in the caller's buffer otherwise). Each fold gives what [`Aggregator::apply_nums`] gives
+/// over the bucket's values in the same order, bit for bit.
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
     function: Aggregator,
     fold: Fold,
-    /// Non-NaN values seen.
+    sum: ExactSum,
+    extreme: Extreme,
+    /// Non-NaN values seen (for `count`), and whether a double was among all values.
     real: u64,
-    acc: f64,
-    first: f64,
-    last: f64,
+    any_float: bool,
+    first: Num,
+    last: Num,
     /// Any value seen.
     any: bool,
 }
@@ -359,13 +361,13 @@ enum Fold {
     Avg,
     First,
     Last,
-    /// Kept in the buffer and given to `apply`.
+    /// Kept in the buffer and given to `apply_nums`.
     Values,
 }
 
-impl Bucket {
-    fn new(function: Aggregator) -> Bucket {
-        let fold = match function {
+impl Fold {
+    fn of(function: Aggregator) -> Fold {
+        match function {
             Aggregator::Sum | Aggregator::ZimSum | Aggregator::PfSum => Fold::Sum,
             Aggregator::Min | Aggregator::MimMin => Fold::Min,
             Aggregator::Max | Aggregator::MimMax => Fold::Max,
@@ -374,34 +376,32 @@ impl Bucket {
             Aggregator::First => Fold::First,
             Aggregator::Last => Fold::Last,
             _ => Fold::Values,
-        };
-        let mut b = Bucket {
+        }
+    }
+}
+
+impl Bucket {
+    fn new(function: Aggregator) -> Bucket {
+        let fold = Fold::of(function);
+        Bucket {
             function,
             fold,
+            sum: ExactSum::default(),
+            extreme: Extreme::new(fold == Fold::Max),
             real: 0,
-            acc: 0.0,
-            first: f64::NAN,
-            last: f64::NAN,
+            any_float: false,
+            first: Num::Float(f64::NAN),
+            last: Num::Float(f64::NAN),
             any: false,
-        };
-        b.reset();
-        b
+        }
     }
 
     fn reset(&mut self) {
-        self.real = 0;
-        self.any = false;
-        self.acc = match self.fold {
-            // The neutral element `Iterator::sum` starts from.
-            Fold::Sum => std::iter::empty::<f64>().sum(),
-            Fold::Min => f64::INFINITY,
-            Fold::Max => f64::NEG_INFINITY,
-            _ => 0.0,
-        };
+        *self = Bucket::new(self.function);
     }
 
     #[inline]
-    fn push(&mut self, v: f64, values: &mut Vec<f64>) {
+    fn push(&mut self, v: Num, values: &mut Vec<Num>) {
         match self.fold {
             Fold::Values => values.push(v),
             Fold::First => {
@@ -410,40 +410,40 @@ impl Bucket {
                 }
             }
             Fold::Last => self.last = v,
-            _ if v.is_nan() => {}
-            fold => {
-                self.real += 1;
-                self.acc = match fold {
-                    Fold::Min => self.acc.min(v),
-                    Fold::Max => self.acc.max(v),
-                    Fold::Count => self.acc,
-                    _ => self.acc + v,
-                };
+            Fold::Sum | Fold::Avg => self.sum.add(v),
+            Fold::Min | Fold::Max => self.extreme.add(v),
+            Fold::Count => {
+                self.any_float |= !v.is_int();
+                self.real += u64::from(!v.is_nan());
             }
         }
         self.any = true;
     }
 
-    fn finish(&self, values: &[f64]) -> f64 {
+    fn finish(&self, values: &[Num]) -> Num {
         match self.fold {
-            Fold::Values => self.function.apply(values, false),
+            Fold::Values => self.function.apply_nums(values, false),
             Fold::First if self.any => self.first,
             Fold::Last if self.any => self.last,
-            Fold::First | Fold::Last => f64::NAN,
-            _ if self.real == 0 => f64::NAN,
-            Fold::Count => self.real as f64,
-            Fold::Avg => self.acc / self.real as f64,
-            _ => self.acc,
+            Fold::First | Fold::Last => Num::Float(f64::NAN),
+            Fold::Sum => self.sum.sum(),
+            Fold::Avg => self.sum.mean(),
+            Fold::Min | Fold::Max => self.extreme.value(),
+            Fold::Count if self.real == 0 => Num::Float(f64::NAN),
+            Fold::Count if self.any_float => Num::Float(self.real as f64),
+            Fold::Count => Num::Int(self.real as i64),
         }
     }
 }
 
 /// Downsamples one series (points sorted by time) over the query range `[start, end]` (ms).
 ///
-/// Every output value is a `Num::Float`. Buckets are reported at their start; only bucket starts in
+/// A bucket's value is what [`Aggregator::apply_nums`] gives over its points, so integers stay
+/// exact (exception #14). Buckets are reported at their start; only bucket starts in
 /// `[start, end]` are emitted, and only points in `[start, end]` are aggregated. With a fill policy
 /// other than `none`, every bucket start in `[start, end]` is emitted, empty ones as NaN (`nan`,
-/// `null`) or 0.0 (`zero`), provided the series has at least one point at all. `all` emits one
+/// `null`) or zero (`zero`: `0` in a series of integers, else `0.0`), provided the series has at
+/// least one point at all. `all` emits one
 /// value at `start` when some point is in range. `tz` is used by calendar intervals only.
 pub fn downsample(
     points: &[Point],
@@ -454,7 +454,7 @@ pub fn downsample(
 ) -> Result<Vec<Point>> {
     let mut out = Vec::new();
     downsample_into(
-        points.iter().map(|(t, v)| (*t, v.to_f64())),
+        points.iter().copied(),
         spec,
         (start, end),
         tz,
@@ -468,22 +468,25 @@ pub fn downsample(
 /// as scratch space, so a caller can run it over many series without allocating per series or
 /// per bucket.
 pub(crate) fn downsample_into(
-    points: impl Iterator<Item = (i64, f64)>,
+    points: impl Iterator<Item = (i64, Num)>,
     spec: &DownsampleSpec,
     (start, end): (i64, i64),
     tz: Tz,
-    values: &mut Vec<f64>,
+    values: &mut Vec<Num>,
     out: &mut Vec<Point>,
 ) -> Result<()> {
     let fill_value = match spec.fill {
         FillPolicy::None => None,
-        FillPolicy::Nan | FillPolicy::Null => Some(f64::NAN),
-        FillPolicy::Zero => Some(0.0),
+        FillPolicy::Nan | FillPolicy::Null => Some(Num::Float(f64::NAN)),
+        FillPolicy::Zero => Some(Num::Float(0.0)),
         FillPolicy::Scalar => return Err(Error::UnsupportedFill),
     };
-    let mut any_point = false;
+    let (mut any_point, mut all_int) = (false, true);
     let in_range = points
-        .inspect(|_| any_point = true)
+        .inspect(|(_, v)| {
+            any_point = true;
+            all_int &= v.is_int();
+        })
         .filter(|(ts, _)| (start..=end).contains(ts));
     values.clear();
     let buckets = match spec.interval {
@@ -493,7 +496,7 @@ pub(crate) fn downsample_into(
                 acc.push(v, values);
             }
             if acc.any {
-                out.push((start, Num::Float(acc.finish(values))));
+                out.push((start, acc.finish(values)));
             }
             return Ok(());
         }
@@ -537,7 +540,7 @@ pub(crate) fn downsample_into(
                 acc.push(v, values);
                 continue;
             }
-            sink.push((ob, Num::Float(acc.finish(values))));
+            sink.push((ob, acc.finish(values)));
         }
         values.clear();
         acc.reset();
@@ -549,13 +552,17 @@ pub(crate) fn downsample_into(
         open = Some((b, next));
     }
     if let Some((ob, _)) = open {
-        sink.push((ob, Num::Float(acc.finish(values))));
+        sink.push((ob, acc.finish(values)));
     }
-    let Some(fill) = fill_value else {
+    let Some(mut fill) = fill_value else {
         return Ok(());
     };
     if !any_point {
         return Ok(());
+    }
+    // The zero of an integer series is an integer, so its buckets keep one type.
+    if spec.fill == FillPolicy::Zero && all_int {
+        fill = Num::Int(0);
     }
     // Refuse before allocating (nominal widths; calendar months and DST days vary a little).
     if let Some(width) = spec.interval.nominal_ms().filter(|w| *w > 0) {
@@ -583,7 +590,7 @@ pub(crate) fn downsample_into(
         }
         match present.next_if(|(pb, _)| *pb == b) {
             Some(bucket) => out.push(bucket),
-            None => out.push((b, Num::Float(fill))),
+            None => out.push((b, fill)),
         }
         let next = buckets.next(b);
         if next <= b {
@@ -602,7 +609,7 @@ pub(crate) fn downsample_into(
 /// their own fast path over columns, [`downsample_columns`].
 pub(crate) fn downsample_all_folding<T>(
     points: &[T],
-    at: impl Fn(&T) -> (i64, f64),
+    at: impl Fn(&T) -> (i64, Num),
     spec: &DownsampleSpec,
     range: (i64, i64),
     out: &mut Vec<Point>,
@@ -613,27 +620,44 @@ pub(crate) fn downsample_all_folding<T>(
 /// [`downsample_into`] for the common fixed-interval cases, over a series' points as columns
 /// and in one tight loop per bucket: no fill, and a function that folds as it goes (sum,
 /// zimsum, pfsum, min, mimmin, max, mimmax, count, avg). The buckets beside the range that
-/// [`edge_buckets`] gives are placed around the emitted ones. Returns false, having done
-/// nothing, for any other spec. Gives exactly what those two give (a test compares them); it
-/// exists because the generic path costs about 2 ns a point, most of a long query's time.
+/// [`edge_buckets`] gives are placed around the emitted ones. A series that mixes integers and
+/// doubles goes through those two as pairs. Returns false, having done nothing, for any other
+/// spec. Gives exactly what those two give (a test compares them); it exists because the
+/// generic path costs about 2 ns a point, most of a long query's time.
 pub(crate) fn downsample_columns(
     cols: &PointColumns,
     spec: &DownsampleSpec,
     (start, end): (i64, i64),
     tz: Tz,
     out: &mut Vec<Point>,
-) -> bool {
+) -> Result<bool> {
     let Some(fixed) = FixedFold::of(spec, start) else {
-        return false;
+        return Ok(false);
     };
     let ts = cols.ts();
+    if let ValueColumn::Mixed(v) = cols.values() {
+        let points: Vec<Point> = ts.iter().zip(v).map(|(t, v)| (*t, to_num(*v))).collect();
+        let mut values = Vec::new();
+        let (before, after) = edge_buckets(&points, |p| *p, spec, (start, end), tz, &mut values);
+        out.extend(before);
+        downsample_into(
+            points.iter().copied(),
+            spec,
+            (start, end),
+            tz,
+            &mut values,
+            out,
+        )?;
+        out.extend(after);
+        return Ok(true);
+    }
     let lo = ts.partition_point(|&t| t < fixed.first);
     let hi = ts.partition_point(|&t| t <= end).max(lo);
     // The edge buckets only look at points outside the emitted buckets: those alone give
     // them.
-    let outside: Vec<(i64, f64)> = (0..lo)
+    let outside: Vec<Point> = (0..lo)
         .chain(hi..ts.len())
-        .filter_map(|i| cols.get(i).map(|(t, v)| (t, v.as_f64())))
+        .filter_map(|i| cols.get(i).map(|(t, v)| (t, to_num(v))))
         .collect();
     let (before, after) = edge_buckets(&outside, |p| *p, spec, (start, end), tz, &mut Vec::new());
     out.extend(before);
@@ -641,19 +665,21 @@ pub(crate) fn downsample_columns(
         let ts = &ts[lo..hi];
         let at = |i: usize| ts[i];
         match cols.values() {
-            ValueColumn::Ints(v) => {
-                let v = &v[lo..hi];
-                let exact = |from: usize, to: usize| exact_column_sum(v.get(from..to)?);
-                fixed.fold(ts.len(), (at, BucketValues::Ints(v), exact), out);
-            }
-            ValueColumn::Floats(v) => {
-                let v = &v[lo..hi];
-                fixed.fold(ts.len(), (at, BucketValues::Floats(v), |_, _| None), out);
-            }
+            ValueColumn::Ints(v) => fixed.fold_ints(&at, &v[lo..hi], out),
+            ValueColumn::Floats(v) => fixed.fold_floats(&at, &v[lo..hi], out),
+            ValueColumn::Mixed(_) => {}
         }
     }
     out.extend(after);
-    true
+    Ok(true)
+}
+
+/// The query-side value of a stored one.
+pub(crate) fn to_num(v: Value) -> Num {
+    match v {
+        Value::Int(i) => Num::Int(i),
+        Value::Float(f) => Num::Float(f),
+    }
 }
 
 /// Whether [`downsample_columns`] takes `spec`.
@@ -667,17 +693,13 @@ pub(crate) fn folds_by_columns(spec: &DownsampleSpec) -> bool {
 struct FixedFold {
     width: i64,
     fold: Fold,
-    /// The fold's starting value.
-    empty: f64,
     /// The first bucket at or after the range's start.
     first: i64,
 }
 
 impl FixedFold {
     fn of(spec: &DownsampleSpec, start: i64) -> Option<FixedFold> {
-        let Bucket {
-            fold, acc: empty, ..
-        } = Bucket::new(spec.function);
+        let fold = Fold::of(spec.function);
         let width = match spec.interval {
             Interval::Fixed(width) if spec.fill == FillPolicy::None => width.max(1),
             _ => return None,
@@ -692,57 +714,70 @@ impl FixedFold {
         if first < start {
             first = first.saturating_add(width);
         }
-        Some(FixedFold {
-            width,
-            fold,
-            empty,
-            first,
-        })
+        Some(FixedFold { width, fold, first })
     }
 
-    /// Folds the points `0..n` (sorted, all in emitted buckets), given by their time, their
-    /// value, and the exact integer sum of a run of them where there is one (see
-    /// [`fold_buckets`]).
+    /// Folds the doubles `vals` (their times sorted, all in emitted buckets, given by `ts`),
+    /// as [`Bucket`] does: in order, NaNs skipped, NaN for a bucket of only NaNs.
     #[inline(always)]
-    fn fold(
-        &self,
-        n: usize,
-        (ts, val, exact): (
-            impl Fn(usize) -> i64,
-            BucketValues<'_>,
-            impl Fn(usize, usize) -> Option<i64>,
-        ),
-        out: &mut Vec<Point>,
-    ) {
-        let empty = self.empty;
-        let (sum, other) = ((self.width, true), (self.width, false));
-        // One loop per fold, so each inner loop is a plain accumulation. Sums of integers
-        // take the exact integer path; min, max and count gain nothing from it.
-        let (ts, val, no_int) = (&ts, &val, &|_: usize, _: usize| None);
+    fn fold_floats(&self, ts: &impl Fn(usize) -> i64, vals: &[f64], out: &mut Vec<Point>) {
+        // One loop per fold, so each inner loop is a plain accumulation. Sums and means start
+        // from the `-0.0` of `Iterator::sum`, as `Bucket` does.
+        let float = |value: Option<f64>| Num::Float(value.unwrap_or(f64::NAN));
+        let bucket = |from: usize, to: usize| vals.get(from..to).unwrap_or_default();
         match self.fold {
-            Fold::Sum => fold_buckets(
-                n,
-                (ts, val, &exact),
-                sum,
-                out,
-                empty,
-                |a, v| a + v,
-                |a, _| a,
-            ),
-            Fold::Min => fold_buckets(n, (ts, val, no_int), other, out, empty, f64::min, |a, _| a),
-            Fold::Max => fold_buckets(n, (ts, val, no_int), other, out, empty, f64::max, |a, _| a),
-            Fold::Count => {
-                fold_buckets(n, (ts, val, no_int), other, out, empty, |a, _| a, |_, n| n)
-            }
-            _ => fold_buckets(
-                n,
-                (ts, val, &exact),
-                sum,
-                out,
-                empty,
-                |a, v| a + v,
-                |a, n| a / n,
-            ),
+            Fold::Sum => for_each_bucket(vals.len(), ts, self.width, |b, from, to| {
+                let sum = fold_floats(bucket(from, to), -0.0, |a, v| a + v, true).0;
+                out.push((b, float(sum)));
+            }),
+            Fold::Min => for_each_bucket(vals.len(), ts, self.width, |b, from, to| {
+                let min = fold_floats(bucket(from, to), f64::INFINITY, f64::min, false).0;
+                out.push((b, float(min)));
+            }),
+            Fold::Max => for_each_bucket(vals.len(), ts, self.width, |b, from, to| {
+                let max = fold_floats(bucket(from, to), f64::NEG_INFINITY, f64::max, false).0;
+                out.push((b, float(max)));
+            }),
+            Fold::Count => for_each_bucket(vals.len(), ts, self.width, |b, from, to| {
+                let (any, real) = fold_floats(bucket(from, to), 0.0, |a, _| a, false);
+                out.push((b, float(any.map(|_| real as f64))));
+            }),
+            _ => for_each_bucket(vals.len(), ts, self.width, |b, from, to| {
+                let (sum, real) = fold_floats(bucket(from, to), -0.0, |a, v| a + v, true);
+                out.push((b, float(sum.map(|sum| sum / real as f64))));
+            }),
+        }
+    }
+
+    /// Folds the integers `vals` (their times sorted, all in emitted buckets, given by `ts`)
+    /// exactly, as [`Bucket`] does: sums without overflow, integer min, max and count, and a
+    /// mean that is an integer only when the division is exact.
+    #[inline(always)]
+    fn fold_ints(&self, ts: &impl Fn(usize) -> i64, vals: &[i64], out: &mut Vec<Point>) {
+        let bucket = |from: usize, to: usize| vals.get(from..to).unwrap_or_default();
+        match self.fold {
+            Fold::Sum => for_each_bucket(vals.len(), ts, self.width, |b, from, to| {
+                out.push((b, Num::from_i128(int_sum(bucket(from, to)))));
+            }),
+            Fold::Min => for_each_bucket(vals.len(), ts, self.width, |b, from, to| {
+                let min = bucket(from, to).iter().copied().min();
+                out.push((b, min.map_or(Num::Float(f64::NAN), Num::Int)));
+            }),
+            Fold::Max => for_each_bucket(vals.len(), ts, self.width, |b, from, to| {
+                let max = bucket(from, to).iter().copied().max();
+                out.push((b, max.map_or(Num::Float(f64::NAN), Num::Int)));
+            }),
+            Fold::Count => for_each_bucket(vals.len(), ts, self.width, |b, from, to| {
+                out.push((b, Num::Int((to - from) as i64)));
+            }),
+            _ => for_each_bucket(vals.len(), ts, self.width, |b, from, to| {
+                let sum = ExactSum {
+                    ints: int_sum(bucket(from, to)),
+                    n_int: (to - from) as u64,
+                    ..ExactSum::default()
+                };
+                out.push((b, sum.mean()));
+            }),
         }
     }
 }
@@ -752,7 +787,7 @@ impl FixedFold {
 /// `last` look at one point only.
 fn fold_all<T>(
     points: &[T],
-    at: &impl Fn(&T) -> (i64, f64),
+    at: &impl Fn(&T) -> (i64, Num),
     mut acc: Bucket,
     (start, end): (i64, i64),
     out: &mut Vec<Point>,
@@ -774,40 +809,22 @@ fn fold_all<T>(
         acc.push(at(p).1, &mut values);
     }
     if acc.any {
-        out.push((start, Num::Float(acc.finish(&values))));
+        out.push((start, acc.finish(&values)));
     }
     true
 }
 
-/// The buckets of the points `0..n` (sorted, all inside the emitted range), given by `ts` and
-/// `vals`: each bucket's non-NaN values folded with `add` from `init`, then
-/// `finish(acc, count)`; NaN for a bucket of only NaNs. The next point usually falls in the
-/// next bucket, so the bucket start is only recomputed (a division) when it does not.
-///
-/// `exact(from, to)` may give the sum of the points `from..to` as an integer, when they are all
-/// integers and every f64 addition of their sequential sum would be exact (see
-/// [`exact_column_sum`]); `add` must then be `+`. That sum equals the sequence of f64 additions,
-/// bit for bit, without waiting on each one's result.
+/// Calls `f(bucket start, from, to)` for each bucket of the points `0..n` (sorted, all inside
+/// the emitted range, given by their times `ts`), with `from..to` the bucket's points. The
+/// next point usually falls in the next bucket, so the bucket start is only recomputed (a
+/// division) when it does not.
 #[inline(always)]
-fn fold_buckets(
+fn for_each_bucket(
     n: usize,
-    (ts, vals, exact): (
-        &impl Fn(usize) -> i64,
-        &BucketValues<'_>,
-        &impl Fn(usize, usize) -> Option<i64>,
-    ),
-    (width, sums): (i64, bool),
-    out: &mut Vec<Point>,
-    init: f64,
-    add: impl Fn(f64, f64) -> f64,
-    finish: impl Fn(f64, f64) -> f64,
+    ts: &impl Fn(usize) -> i64,
+    width: i64,
+    mut f: impl FnMut(i64, usize, usize),
 ) {
-    if n == 0 {
-        return;
-    }
-    // At most one bucket per point, and per width of the span.
-    let span = ts(n - 1).saturating_sub(ts(0)) / width;
-    out.reserve(usize::try_from(span).map_or(n, |s| s.saturating_add(1).min(n)));
     let mut i = 0;
     let mut b = i64::MIN;
     // The previous bucket's point count: at a regular interval, the next bucket holds as
@@ -834,18 +851,7 @@ fn fold_buckets(
             bucket_end(ts, from, n, next)
         };
         last_len = i - from;
-        let value = if let Some(sum) = exact(from, i) {
-            // `init` is a zero, and no integer is NaN.
-            finish(sum as f64, (i - from) as f64)
-        } else {
-            let (acc, real) = vals.fold((from, i), init, &add, sums);
-            if real == 0 {
-                f64::NAN
-            } else {
-                finish(acc, real as f64)
-            }
-        };
-        out.push((b, Num::Float(value)));
+        f(b, from, i);
     }
 }
 
@@ -874,62 +880,39 @@ fn bucket_end(ts: &impl Fn(usize) -> i64, from: usize, n: usize, next: i64) -> u
     lo
 }
 
-/// The values of points `0..n`, folded a bucket at a time by [`fold_buckets`].
-#[derive(Debug, Clone, Copy)]
-enum BucketValues<'a> {
-    Floats(&'a [f64]),
-    /// Folded as f64s.
-    Ints(&'a [i64]),
-}
-
-impl BucketValues<'_> {
-    /// The non-NaN values of the points `from..to` folded with `add` from `init`, and their
-    /// count.
-    /// With `sums`, `add` is `+`.
-    #[inline(always)]
-    fn fold(
-        self,
-        (from, to): (usize, usize),
-        init: f64,
-        add: &impl Fn(f64, f64) -> f64,
-        sums: bool,
-    ) -> (f64, u64) {
-        match self {
-            BucketValues::Floats(v) => {
-                let v = v.get(from..to).unwrap_or_default();
-                if sums {
-                    // A plain sum is NaN only when some value is NaN (or infinities cancel,
-                    // which the NaN-skipping fold gives as well): only then is that needed.
-                    let sum = v.iter().fold(init, |a, &x| a + x);
-                    if !sum.is_nan() {
-                        return (sum, v.len() as u64);
-                    }
-                    return fold_values(v.iter().copied(), init, add);
-                }
-                // Not `any`: without an early exit the test is a few vector instructions.
-                if v.iter().fold(false, |nan, x| nan | x.is_nan()) {
-                    fold_values(v.iter().copied(), init, add)
-                } else {
-                    fold_real_values(v.iter().copied(), init, add)
-                }
-            }
-            BucketValues::Ints(v) => {
-                let v = v.get(from..to).unwrap_or_default();
-                fold_real_values(v.iter().map(|&x| x as f64), init, add)
-            }
+/// The non-NaN values of `v` folded with `add` from `init`, and their count; `None` for the
+/// fold when there is no such value. With `sums`, `add` is `+`.
+#[inline(always)]
+fn fold_floats(
+    v: &[f64],
+    init: f64,
+    add: impl Fn(f64, f64) -> f64,
+    sums: bool,
+) -> (Option<f64>, u64) {
+    let (acc, real) = if sums {
+        // A plain sum is NaN only when some value is NaN (or infinities cancel, which the
+        // NaN-skipping fold gives as well): only then is that needed.
+        let sum = v.iter().fold(init, |a, &x| a + x);
+        if sum.is_nan() {
+            fold_values(v, init, &add)
+        } else {
+            (sum, v.len() as u64)
         }
-    }
+    } else if v.iter().fold(false, |nan, x| nan | x.is_nan()) {
+        // Not `any`: without an early exit the test is a few vector instructions.
+        fold_values(v, init, &add)
+    } else {
+        // With no branch in the loop, the running value stays in a register.
+        (v.iter().copied().fold(init, &add), v.len() as u64)
+    };
+    ((real > 0).then_some(acc), real)
 }
 
 /// Folds `values`, skipping NaNs.
 #[inline(always)]
-fn fold_values(
-    values: impl Iterator<Item = f64>,
-    init: f64,
-    add: &impl Fn(f64, f64) -> f64,
-) -> (f64, u64) {
+fn fold_values(values: &[f64], init: f64, add: &impl Fn(f64, f64) -> f64) -> (f64, u64) {
     let (mut acc, mut real) = (init, 0u64);
-    for v in values {
+    for &v in values {
         if !v.is_nan() {
             real += 1;
             acc = add(acc, v);
@@ -938,39 +921,27 @@ fn fold_values(
     (acc, real)
 }
 
-/// [`fold_values`] of values none of which is NaN: with no branch in the loop, the running
-/// value stays in a register (with the NaN test, it went through the stack on every value,
-/// which doubled the time of a long sum).
+/// The exact sum of `ints`. When the magnitudes cannot carry an i64 sum past its range it is
+/// summed as i64s, which vectorizes: with `n` values each in `[-2^(k-1), 2^(k-1))`, where
+/// `n <= 2^(63-k)`, the magnitudes add up to less than 2^62; adding 2^(k-1) maps that range
+/// onto `[0, 2^k)`, which the OR of the results shows. Otherwise as i128s.
 #[inline(always)]
-fn fold_real_values(
-    values: impl ExactSizeIterator<Item = f64>,
-    init: f64,
-    add: &impl Fn(f64, f64) -> f64,
-) -> (f64, u64) {
-    let real = values.len() as u64;
-    (values.fold(init, add), real)
-}
-
-/// The sum of `ints` when it is exact as a sequence of f64 additions, which then gives the same
-/// value bit for bit: when the magnitudes add up to at most 2^53, every value and every partial
-/// sum is an integer an f64 holds exactly. `None` otherwise, and for no value.
-///
-/// The bound is checked in a way that vectorizes: with `n` values each in
-/// `[-2^(k-1), 2^(k-1))`, where `n <= 2^(54-k)`, the magnitudes add up to at most 2^53; adding
-/// 2^(k-1) maps that range onto `[0, 2^k)`, which the OR of the results shows.
-#[inline(always)]
-fn exact_column_sum(ints: &[i64]) -> Option<i64> {
-    let n = u64::try_from(ints.len()).ok().filter(|&n| n > 0)?;
+fn int_sum(ints: &[i64]) -> i128 {
+    let n = ints.len() as u64;
     // The smallest power of two at least `n`, as an exponent.
-    let log = 64 - (n - 1).leading_zeros();
-    let k = 54u32.checked_sub(log).filter(|&k| k >= 1)?;
-    let half = 1i64 << (k - 1);
-    let (mut sum, mut bits) = (0i64, 0u64);
-    for &v in ints {
-        sum = sum.wrapping_add(v);
-        bits |= v.wrapping_add(half) as u64;
+    let log = 64 - n.saturating_sub(1).leading_zeros();
+    if let Some(k) = 62u32.checked_sub(log).filter(|&k| k >= 1) {
+        let half = 1i64 << (k - 1);
+        let (mut sum, mut bits) = (0i64, 0u64);
+        for &v in ints {
+            sum = sum.wrapping_add(v);
+            bits |= v.wrapping_add(half) as u64;
+        }
+        if bits >> k == 0 {
+            return i128::from(sum);
+        }
     }
-    (bits >> k == 0).then_some(sum)
+    ints.iter().map(|&v| i128::from(v)).sum()
 }
 
 /// The buckets just outside the emitted range of one series, for the later stages only.
@@ -990,11 +961,11 @@ fn exact_column_sum(ints: &[i64]) -> Option<i64> {
 /// `all` has no neighbours. Fill policies do not apply to these buckets.
 pub(crate) fn edge_buckets<T>(
     points: &[T],
-    at: impl Fn(&T) -> (i64, f64),
+    at: impl Fn(&T) -> (i64, Num),
     spec: &DownsampleSpec,
     (start, end): (i64, i64),
     tz: Tz,
-    values: &mut Vec<f64>,
+    values: &mut Vec<Num>,
 ) -> (Option<Point>, Option<Point>) {
     let buckets = match spec.interval {
         Interval::All => return (None, None),
@@ -1008,7 +979,7 @@ pub(crate) fn edge_buckets<T>(
     if first < start {
         first = buckets.next(first);
     }
-    let whole_bucket = |b: i64, from: usize, values: &mut Vec<f64>| -> Point {
+    let whole_bucket = |b: i64, from: usize, values: &mut Vec<Num>| -> Point {
         let mut acc = Bucket::new(spec.function);
         values.clear();
         for p in &points[from..] {
@@ -1018,7 +989,7 @@ pub(crate) fn edge_buckets<T>(
             }
             acc.push(v, values);
         }
-        (b, Num::Float(acc.finish(values)))
+        (b, acc.finish(values))
     };
     // Points before the first emitted bucket: the bucket of the last of them.
     let ts_of = |p: &T| at(p).0;

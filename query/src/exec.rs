@@ -12,14 +12,14 @@ use std::str::FromStr;
 
 use chrono_tz::Tz;
 use roaring::RoaringBitmap;
-use strata_tsdb::{Annotation, Filter, FilterKind, Tsdb, Tsuid, Uid, UidKind, Value};
+use strata_tsdb::{Annotation, Filter, FilterKind, Tsdb, Tsuid, Uid, UidKind};
 
 use crate::aggregate::aggregate;
 use crate::aggregator::Aggregator;
 use crate::deadline::Deadline;
 use crate::downsample::{
     DownsampleSpec, FillPolicy, Interval, downsample_all_folding, downsample_columns,
-    downsample_into, edge_buckets, folds_by_columns,
+    downsample_into, edge_buckets, folds_by_columns, to_num,
 };
 use crate::error::{Error, Result};
 use crate::groupby::{TagMap, group_series, group_tags};
@@ -399,13 +399,6 @@ fn tsuid_ids(tsdb: &Tsdb, sub: &SubQuery) -> Result<Option<RoaringBitmap>> {
     Ok(Some(set))
 }
 
-fn to_num(v: Value) -> Num {
-    match v {
-        Value::Int(i) => Num::Int(i),
-        Value::Float(f) => Num::Float(f),
-    }
-}
-
 fn tag_map(tags: &[(String, String)]) -> TagMap {
     tags.iter().cloned().collect()
 }
@@ -483,7 +476,6 @@ fn run_sub(
         for s in series {
             deadline.check()?;
             let mut points = s.points;
-            double_before_doubles(&mut points);
             points.retain(in_range);
             out.push(ResultGroup {
                 query_index: sub.index,
@@ -527,7 +519,9 @@ fn run_sub(
     for members in groups {
         deadline.check()?;
         let refs: Vec<&[Point]> = members.iter().map(|i| processed[*i].as_slice()).collect();
-        let mut points = aggregate(&refs, sp.aggregator, sub.rate);
+        // OpenTSDB's integer path, which picks the `ep*` estimators: no downsample, no rate.
+        let int_estimators = sp.downsample.is_none();
+        let mut points = aggregate(&refs, sp.aggregator, sub.rate, int_estimators);
         points.retain(in_range);
         let gt = group_tags(members.iter().map(|i| &tags[*i]));
         let mut aggregate_tags = gt.aggregate_tags;
@@ -551,17 +545,6 @@ fn run_sub(
         });
     }
     Ok(())
-}
-
-/// OpenTSDB's typing of a series passed through as it is (`none`): a point is an integer only
-/// if the next point is one too, so an integer followed by a double comes out as a double
-/// (§e.8, its test `runMixedSingleTS`).
-fn double_before_doubles(points: &mut [Point]) {
-    for i in 1..points.len() {
-        if let (Num::Int(v), Num::Float(_)) = (points[i - 1].1, points[i].1) {
-            points[i - 1].1 = Num::Float(v as f64);
-        }
-    }
 }
 
 /// One series after the per-series stages (downsample, rate), with what the later stages need.
@@ -768,7 +751,7 @@ fn process_columns(
     };
     // As in `process_series`: the buckets beside the range come along for the later stages.
     let range = (plan.start_ms, plan.end_ms);
-    if !downsample_columns(&s.points, ds, range, plan.tz, &mut points) {
+    if !downsample_columns(&s.points, ds, range, plan.tz, &mut points)? {
         return Err(Error::Storage(
             "a column read of a downsample that does not fold by columns".to_owned(),
         ));
@@ -803,7 +786,7 @@ fn rate_and_finish<P>(
 fn process_series(
     stage: &Stage<'_>,
     s: &mut strata_tsdb::SeriesPoints,
-    scratch: &mut Vec<f64>,
+    scratch: &mut Vec<Num>,
 ) -> Result<Option<Processed>> {
     let (plan, sp) = (stage.plan, stage.sp);
     if !takes(stage, &s.tags, s.points.is_empty())? {
@@ -815,7 +798,7 @@ fn process_series(
             // The buckets beside the range feed rate and interpolation, as OpenTSDB's scan
             // window does; `run_sub` drops them after aggregation.
             let range = (plan.start_ms, plan.end_ms);
-            let at = |(t, v): &(i64, strata_tsdb::Value)| (*t, v.as_f64());
+            let at = |(t, v): &(i64, strata_tsdb::Value)| (*t, to_num(*v));
             let (before, after) = edge_buckets(&s.points, at, ds, range, plan.tz, scratch);
             points.extend(before);
             if !downsample_all_folding(&s.points, at, ds, range, &mut points) {

@@ -7,8 +7,9 @@
 //! - one string column per tag key found in any result's `tags`, named by the key, sorted by
 //!   name, null where the result lacks the key (aggregated keys are absent from `tags`);
 //! - `timestamp`: `Timestamp(Millisecond, UTC)` (Parquet `TIMESTAMP(MILLIS, isAdjustedToUTC)`);
-//! - `value`: double (NaN kept as NaN);
-//! - `value_int`: int64, only when every value of the result is an integer.
+//! - `value`: double, every point (NaN kept as NaN);
+//! - `value_int`: int64, nullable: the exact integer where the point is an integer (integers
+//!   past 2^53 included), null where it is a double.
 //!
 //! A tag key equal to one of the fixed column names gets a `tag.` prefix. Snappy compression.
 
@@ -17,7 +18,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use arrow_array::{
-    ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
+    Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
 };
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use parquet::arrow::ArrowWriter;
@@ -38,8 +39,8 @@ pub struct ExportSummary {
     pub rows: u64,
     /// Result objects (output series) exported.
     pub series: u64,
-    /// Whether the `value_int` column was written.
-    pub value_int: bool,
+    /// Points written to the `value_int` column (integers).
+    pub int_rows: u64,
 }
 
 /// The media type of a Parquet file.
@@ -75,9 +76,6 @@ pub fn write_parquet<W: Write + Send>(results: &[ResultGroup], writer: W) -> Res
         .flat_map(|r| r.tags.keys().map(String::as_str))
         .collect();
     let keys: Vec<&str> = keys.into_iter().collect();
-    let value_int = results
-        .iter()
-        .all(|r| r.points.iter().all(|(_, v)| v.is_int()));
     let mut fields = vec![Field::new("metric", DataType::Utf8, false)];
     for k in &keys {
         let name = if FIXED_COLUMNS.contains(k) {
@@ -93,18 +91,13 @@ pub fn write_parquet<W: Write + Send>(results: &[ResultGroup], writer: W) -> Res
         false,
     ));
     fields.push(Field::new("value", DataType::Float64, false));
-    if value_int {
-        fields.push(Field::new("value_int", DataType::Int64, false));
-    }
+    fields.push(Field::new("value_int", DataType::Int64, true));
     let schema = Arc::new(Schema::new(fields));
     let props = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .build();
     let mut w = ArrowWriter::try_new(writer, schema.clone(), Some(props)).map_err(encode_error)?;
-    let mut summary = ExportSummary {
-        value_int,
-        ..ExportSummary::default()
-    };
+    let mut summary = ExportSummary::default();
     for r in results {
         summary.series += 1;
         let n = r.points.len();
@@ -132,17 +125,16 @@ pub fn write_parquet<W: Write + Send>(results: &[ResultGroup], writer: W) -> Res
                 .map(|(_, v)| v.to_f64())
                 .collect::<Float64Array>(),
         ));
-        if value_int {
-            columns.push(Arc::new(
-                r.points
-                    .iter()
-                    .map(|(_, v)| match v {
-                        Num::Int(i) => *i,
-                        Num::Float(f) => *f as i64,
-                    })
-                    .collect::<Int64Array>(),
-            ));
-        }
+        let ints: Int64Array = r
+            .points
+            .iter()
+            .map(|(_, v)| match v {
+                Num::Int(i) => Some(*i),
+                Num::Float(_) => None,
+            })
+            .collect();
+        summary.int_rows += (n - ints.null_count()) as u64;
+        columns.push(Arc::new(ints));
         let batch = RecordBatch::try_new(schema.clone(), columns).map_err(encode_error)?;
         w.write(&batch).map_err(encode_error)?;
         summary.rows += n as u64;
@@ -194,7 +186,7 @@ mod tests {
         ];
         let mut out = Vec::new();
         let s = write_parquet(&results, &mut out)?;
-        assert_eq!((s.rows, s.series, s.value_int), (3, 2, true));
+        assert_eq!((s.rows, s.series, s.int_rows), (3, 2, 3));
         let batches = read(out)?;
         let schema = batches[0].schema();
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
@@ -235,23 +227,37 @@ mod tests {
     }
 
     #[test]
-    fn floats_drop_value_int() -> std::result::Result<(), Box<dyn std::error::Error>> {
+    fn value_int_is_null_for_doubles_and_exact_for_integers()
+    -> std::result::Result<(), Box<dyn std::error::Error>> {
         let results = vec![group(
             "m",
             &[],
-            vec![(1_000, Num::Int(1)), (2_000, Num::Float(2.5))],
+            vec![
+                (1_000, Num::Int(9_007_199_254_740_993)),
+                (2_000, Num::Float(2.5)),
+                (3_000, Num::Int(i64::MIN)),
+            ],
         )];
         let mut out = Vec::new();
         let s = write_parquet(&results, &mut out)?;
-        assert!(!s.value_int);
+        assert_eq!(s.int_rows, 2);
         let batches = read(out)?;
-        assert_eq!(batches[0].num_columns(), 3);
+        assert_eq!(batches[0].num_columns(), 4);
         let v = batches[0]
             .column(2)
             .as_any()
             .downcast_ref::<Float64Array>()
             .ok_or("value")?;
-        assert_eq!(v.values(), &[1.0, 2.5]);
+        assert_eq!(v.values(), &[9_007_199_254_740_992.0, 2.5, i64::MIN as f64]);
+        let ints = batches[0]
+            .column(3)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or("value_int")?;
+        let got: Vec<Option<i64>> = (0..3)
+            .map(|i| ints.is_valid(i).then(|| ints.value(i)))
+            .collect();
+        assert_eq!(got, [Some(9_007_199_254_740_993), None, Some(i64::MIN)]);
         Ok(())
     }
 

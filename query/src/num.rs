@@ -1,8 +1,15 @@
-//! `Num`: one data point value, integer or floating point, as OpenTSDB keeps them apart.
+//! `Num`: one data point value, integer or floating point, as OpenTSDB keeps them apart, and the
+//! exact arithmetic the stages use on it.
 //!
-//! Stages take and return series as `&[(i64 /* ts ms */, Num)]`. Integers are kept as `i64` so that
-//! counter rates near `i64::MAX` are exact (§e.5); aggregation computes in `f64` (exception #4) and
-//! yields `Num::Int` only when the result is exactly integral and every input point was an integer.
+//! Stages take and return series as `&[(i64 /* ts ms */, Num)]`. A point keeps the type it was
+//! written with and all its bits (exception #14). Over integers, sums are exact (an `i128`
+//! accumulator), and min, max, first, last and count pick or count values without converting
+//! them; a result that fits an `i64` is an integer, a sum past it a double. Floats are summed in
+//! order as doubles, as OpenTSDB does. Averages, deviations, percentiles and interpolated values
+//! are doubles, and become integers only when that is exact (exception #4). A rounded double is
+//! never labelled an integer.
+
+use std::cmp::Ordering;
 
 /// A data point value.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -12,6 +19,10 @@ pub enum Num {
     /// A double value (may be NaN after fill policies).
     Float(f64),
 }
+
+/// 2^53: every integer of at most this magnitude is exactly a double, and so is every double
+/// result of integer inputs that stays within it only if no step rounded.
+const EXACT_F64_INT: f64 = 9_007_199_254_740_992.0;
 
 impl Num {
     /// The value as `f64` (integers beyond 2^53 round).
@@ -27,21 +38,220 @@ impl Num {
         matches!(self, Num::Int(_))
     }
 
-    /// The result of an aggregation: `Int` if `int_inputs` and `v` is an exactly integral `i64`,
-    /// else `Float` (exception #4: no truncation, integers only when exact).
+    /// Whether this is a NaN double.
+    pub fn is_nan(self) -> bool {
+        matches!(self, Num::Float(v) if v.is_nan())
+    }
+
+    /// An exact integer result: an `Int` when it fits an `i64`, else the nearest double.
+    pub fn from_i128(v: i128) -> Num {
+        match i64::try_from(v) {
+            Ok(i) => Num::Int(i),
+            Err(_) => Num::Float(v as f64),
+        }
+    }
+
+    /// A double computed from values that were all integers (`int_inputs`): an `Int` only when
+    /// it is integral and within 2^53, where no integer result can have been rounded to it from
+    /// a neighbour; otherwise a `Float` (exception #4: no truncation, integers only when exact).
     pub fn from_result(v: f64, int_inputs: bool) -> Num {
-        // 2^63 as f64; `v < 2^63` and `v >= -2^63` fit an i64 exactly when integral.
-        const LIMIT: f64 = 9_223_372_036_854_775_808.0;
-        if int_inputs && v.is_finite() && v.fract() == 0.0 && (-LIMIT..LIMIT).contains(&v) {
+        if int_inputs && v.fract() == 0.0 && v.abs() <= EXACT_F64_INT {
             Num::Int(v as i64)
         } else {
             Num::Float(v)
+        }
+    }
+
+    /// Orders two values by their exact numeric value (an integer against a double without
+    /// rounding either); `None` when one is NaN.
+    pub fn exact_cmp(self, other: Num) -> Option<Ordering> {
+        match (self, other) {
+            (Num::Int(a), Num::Int(b)) => Some(a.cmp(&b)),
+            (Num::Float(a), Num::Float(b)) => a.partial_cmp(&b),
+            (Num::Int(a), Num::Float(b)) => cmp_int_float(a, b),
+            (Num::Float(a), Num::Int(b)) => cmp_int_float(b, a).map(Ordering::reverse),
+        }
+    }
+}
+
+/// `i` against `f`, exactly.
+fn cmp_int_float(i: i64, f: f64) -> Option<Ordering> {
+    // 2^63: doubles at or past it are beyond every i64.
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if f.is_nan() {
+        return None;
+    }
+    if f >= TWO_63 {
+        return Some(Ordering::Less);
+    }
+    if f < -TWO_63 {
+        return Some(Ordering::Greater);
+    }
+    // |floor(f)| <= 2^63 here, so it converts to i128 exactly.
+    let whole = f.floor();
+    match i128::from(i).cmp(&(whole as i128)) {
+        Ordering::Equal if f > whole => Some(Ordering::Less),
+        o => Some(o),
+    }
+}
+
+/// `i + f` with one rounding at the end (nearly: the integer's split is exact, and the two
+/// halves are added with an error-free sum), so an integer far past 2^53 keeps its low bits
+/// until the double result is formed.
+pub(crate) fn add_int_to_float(i: i128, f: f64) -> f64 {
+    let hi = i as f64;
+    if !f.is_finite() || !hi.is_finite() {
+        return hi + f;
+    }
+    // `hi` is integral and below 2^127, so the remainder is exact and small.
+    let lo = (i - hi as i128) as f64;
+    let s = hi + f;
+    // Knuth's two-sum: `err` is exactly what `s` lost.
+    let bb = s - hi;
+    let err = (hi - (s - bb)) + (f - bb);
+    s + (err + lo)
+}
+
+/// A sum of values kept exactly where it can be: integers in an `i128` (no i64 sum can
+/// overflow it), doubles in order as doubles (starting from `-0.0`, as `Iterator::sum` does,
+/// so a sum of doubles is bit for bit the plain one). NaNs are skipped.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ExactSum {
+    pub(crate) ints: i128,
+    pub(crate) floats: f64,
+    pub(crate) n_int: u64,
+    pub(crate) n_float: u64,
+}
+
+impl Default for ExactSum {
+    fn default() -> Self {
+        ExactSum {
+            ints: 0,
+            floats: std::iter::empty::<f64>().sum(),
+            n_int: 0,
+            n_float: 0,
+        }
+    }
+}
+
+impl ExactSum {
+    /// Adds a value (a NaN is skipped).
+    #[inline]
+    pub(crate) fn add(&mut self, v: Num) {
+        match v {
+            Num::Int(i) => {
+                self.ints += i128::from(i);
+                self.n_int += 1;
+            }
+            Num::Float(f) if !f.is_nan() => {
+                self.floats += f;
+                self.n_float += 1;
+            }
+            Num::Float(_) => {}
+        }
+    }
+
+    /// The values added (NaNs not counted).
+    pub(crate) fn count(&self) -> u64 {
+        self.n_int + self.n_float
+    }
+
+    /// The sum: an integer when every value was one and it fits an `i64`; NaN for no value.
+    pub(crate) fn sum(&self) -> Num {
+        match (self.n_int, self.n_float) {
+            (0, 0) => Num::Float(f64::NAN),
+            (_, 0) => Num::from_i128(self.ints),
+            (0, _) => Num::Float(self.floats),
+            _ => Num::Float(add_int_to_float(self.ints, self.floats)),
+        }
+    }
+
+    /// The mean: an integer only when every value was one and the division is exact.
+    pub(crate) fn mean(&self) -> Num {
+        let n = self.count();
+        match (self.n_int, self.n_float) {
+            (0, 0) => Num::Float(f64::NAN),
+            (_, 0) if self.ints % i128::from(n) == 0 => Num::from_i128(self.ints / i128::from(n)),
+            (_, 0) => Num::Float(self.ints as f64 / n as f64),
+            (0, _) => Num::Float(self.floats / n as f64),
+            _ => Num::Float(add_int_to_float(self.ints, self.floats) / n as f64),
+        }
+    }
+}
+
+/// The smallest or largest of values, NaNs skipped: doubles folded with `f64::min`/`f64::max`
+/// as before, integers compared as integers, and the two winners compared exactly. The
+/// result is the winning value as it was given.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Extreme {
+    max: bool,
+    int: Option<i64>,
+    float: Option<f64>,
+}
+
+impl Extreme {
+    pub(crate) fn new(max: bool) -> Extreme {
+        Extreme {
+            max,
+            int: None,
+            float: None,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn add(&mut self, v: Num) {
+        match v {
+            Num::Int(i) => {
+                self.int = Some(match self.int {
+                    Some(b) if self.max => b.max(i),
+                    Some(b) => b.min(i),
+                    None => i,
+                });
+            }
+            Num::Float(f) if !f.is_nan() => {
+                self.float = Some(match self.float {
+                    Some(b) if self.max => b.max(f),
+                    Some(b) => b.min(f),
+                    None => f,
+                });
+            }
+            Num::Float(_) => {}
+        }
+    }
+
+    /// The winner; NaN when no value was added. An integer and a double of equal value give
+    /// the integer.
+    pub(crate) fn value(&self) -> Num {
+        match (self.int, self.float) {
+            (None, None) => Num::Float(f64::NAN),
+            (Some(i), None) => Num::Int(i),
+            (None, Some(f)) => Num::Float(f),
+            (Some(i), Some(f)) => {
+                let (i, f) = (Num::Int(i), Num::Float(f));
+                match i.exact_cmp(f) {
+                    Some(Ordering::Less) if self.max => f,
+                    Some(Ordering::Greater) if !self.max => f,
+                    _ => i,
+                }
+            }
         }
     }
 }
 
 /// A series: points in ascending timestamp order (milliseconds).
 pub type Point = (i64, Num);
+
+/// Points as (time, is an integer, bits): equal only when types and bits are.
+#[cfg(test)]
+pub(crate) fn typed_bits(points: &[Point]) -> Vec<(i64, bool, u64)> {
+    points
+        .iter()
+        .map(|(t, n)| match n {
+            Num::Int(i) => (*t, true, *i as u64),
+            Num::Float(f) => (*t, false, f.to_bits()),
+        })
+        .collect()
+}
 
 #[cfg(test)]
 mod tests {
@@ -55,6 +265,89 @@ mod tests {
         assert_eq!(Num::from_result(3.0, false), Num::Float(3.0));
         assert!(matches!(Num::from_result(f64::NAN, true), Num::Float(v) if v.is_nan()));
         assert_eq!(Num::from_result(1e300, true), Num::Float(1e300));
+        // Past 2^53 an integral double may be a rounded integer: it stays a double.
+        assert_eq!(
+            Num::from_result(9_007_199_254_740_994.0, true),
+            Num::Float(9_007_199_254_740_994.0)
+        );
         assert_eq!(Num::Int(-4).to_f64(), -4.0);
+    }
+
+    #[test]
+    fn integer_sums_are_exact_and_wide() {
+        let mut s = ExactSum::default();
+        s.add(Num::Int(i64::MAX));
+        s.add(Num::Int(i64::MAX));
+        assert_eq!(s.sum(), Num::Float(2.0 * 9_223_372_036_854_775_807.0));
+        s.add(Num::Int(i64::MIN));
+        s.add(Num::Int(i64::MIN));
+        assert_eq!(s.sum(), Num::Int(-2));
+        let mut s = ExactSum::default();
+        s.add(Num::Int(9_007_199_254_740_993));
+        s.add(Num::Float(f64::NAN));
+        assert_eq!(s.sum(), Num::Int(9_007_199_254_740_993));
+        assert_eq!(s.mean(), Num::Int(9_007_199_254_740_993));
+        s.add(Num::Int(0));
+        assert!(matches!(s.mean(), Num::Float(_)));
+        assert!(ExactSum::default().sum().to_f64().is_nan());
+    }
+
+    #[test]
+    fn mixed_sums_round_once() {
+        // 2^53 + 1 + 0.5 = 9007199254740993.5: the nearest double is 2^53 + 2; adding the
+        // rounded integer first would give 2^53.
+        let mut s = ExactSum::default();
+        s.add(Num::Int(9_007_199_254_740_993));
+        s.add(Num::Float(0.5));
+        assert_eq!(s.sum(), Num::Float(9_007_199_254_740_994.0));
+        assert_eq!(add_int_to_float(1, 2.5), 3.5);
+        assert_eq!(add_int_to_float(0, -0.0), 0.0);
+        assert!(add_int_to_float(5, f64::NAN).is_nan());
+        assert_eq!(add_int_to_float(5, f64::INFINITY), f64::INFINITY);
+    }
+
+    #[test]
+    fn exact_comparison() {
+        let big = Num::Int(9_007_199_254_740_993);
+        let near = Num::Float(9_007_199_254_740_992.0);
+        assert_eq!(big.exact_cmp(near), Some(Ordering::Greater));
+        assert_eq!(near.exact_cmp(big), Some(Ordering::Less));
+        assert_eq!(Num::Int(2).exact_cmp(Num::Float(2.5)), Some(Ordering::Less));
+        assert_eq!(
+            Num::Int(-3).exact_cmp(Num::Float(-2.5)),
+            Some(Ordering::Less)
+        );
+        assert_eq!(
+            Num::Int(2).exact_cmp(Num::Float(2.0)),
+            Some(Ordering::Equal)
+        );
+        assert_eq!(
+            Num::Int(i64::MAX).exact_cmp(Num::Float(9.3e18)),
+            Some(Ordering::Less)
+        );
+        assert_eq!(
+            Num::Int(i64::MIN).exact_cmp(Num::Float(-9.3e18)),
+            Some(Ordering::Greater)
+        );
+        assert_eq!(Num::Int(1).exact_cmp(Num::Float(f64::NAN)), None);
+    }
+
+    #[test]
+    fn extremes_keep_the_winner_as_given() {
+        let mut max = Extreme::new(true);
+        let mut min = Extreme::new(false);
+        for v in [
+            Num::Int(9_007_199_254_740_993),
+            Num::Float(9_007_199_254_740_992.0),
+            Num::Float(f64::NAN),
+            Num::Int(-7),
+            Num::Float(-6.5),
+        ] {
+            max.add(v);
+            min.add(v);
+        }
+        assert_eq!(max.value(), Num::Int(9_007_199_254_740_993));
+        assert_eq!(min.value(), Num::Int(-7));
+        assert!(Extreme::new(true).value().is_nan());
     }
 }

@@ -3,6 +3,7 @@
 
 mod api;
 mod cli;
+mod exact_values;
 mod export;
 mod grafana;
 mod harness;

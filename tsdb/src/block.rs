@@ -56,7 +56,7 @@ mod timestamps;
 mod values;
 
 use crate::Value;
-use crate::read::PointColumns;
+use crate::read::{ColumnKind, PointColumns};
 use bits::{Cursor, put_varint};
 
 /// Format version written in byte 0.
@@ -211,8 +211,9 @@ pub fn decode_block(bytes: &[u8], out: &mut Vec<(i64, Value)>) -> Result<(), Blo
     res
 }
 
-/// Decodes a block, appending its points to `cols` (whose values turn into f64s if the block
-/// holds a float). On error `cols` keeps its points (their values may have turned into f64s).
+/// Decodes a block, appending its points to `cols` (whose values move to the mixed column when
+/// the block's kind differs from theirs). On error `cols` keeps its points (perhaps moved to
+/// the mixed column).
 pub(crate) fn decode_block_into_columns(
     bytes: &[u8],
     cols: &mut PointColumns,
@@ -226,18 +227,27 @@ pub(crate) fn decode_block_into_columns(
             return Ok(());
         }
         let layout_at = cur.pos;
-        let ints = cur.u8()? == values::LAYOUT_INT;
-        if ints && !cols.float {
-            cols.ints.resize(start + n, 0);
-            values::decode_ints(&mut cur, &mut cols.ints[start..], |d, i| *d = i)?;
-        } else if ints {
-            cols.floats.resize(start + n, 0.0);
-            values::decode_ints(&mut cur, &mut cols.floats[start..], |d, i| *d = i as f64)?;
-        } else {
-            cur.pos = layout_at;
-            let v = cols.floats();
-            v.resize(start + n, 0.0);
-            values::decode_f64s(&mut cur, &mut v[start..])?;
+        let want = match cur.u8()? {
+            values::LAYOUT_INT => ColumnKind::Ints,
+            values::LAYOUT_FLOAT => ColumnKind::Floats,
+            _ => ColumnKind::Mixed,
+        };
+        cols.prepare(want, n);
+        match cols.kind {
+            ColumnKind::Ints => {
+                cols.ints.resize(start + n, 0);
+                values::decode_ints(&mut cur, &mut cols.ints[start..], |d, i| *d = i)?;
+            }
+            ColumnKind::Floats => {
+                cur.pos = layout_at;
+                cols.floats.resize(start + n, 0.0);
+                values::decode_f64s(&mut cur, &mut cols.floats[start..])?;
+            }
+            ColumnKind::Mixed => {
+                cur.pos = layout_at;
+                cols.mixed.resize(start + n, Value::Int(0));
+                values::decode(&mut cur, &mut cols.mixed[start..], |d, v| *d = v)?;
+            }
         }
         check_consumed(&cur)
     });

@@ -44,15 +44,30 @@ pub type SeriesPoints = Series<Vec<(i64, Value)>>;
 pub type SeriesColumns = Series<PointColumns>;
 
 /// Points as columns: timestamps (ms), and the values as integers while every one is an
-/// integer, else as f64s.
+/// integer, as f64s while every one is a float, and as [`Value`]s once the series holds both,
+/// so that every value keeps its type and its bits.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PointColumns {
     pub(crate) ts: Vec<i64>,
-    /// The values while `float` is false.
+    /// The values while `kind` is `Ints`.
     pub(crate) ints: Vec<i64>,
-    /// The values once `float` is true.
+    /// The values while `kind` is `Floats`.
     pub(crate) floats: Vec<f64>,
-    pub(crate) float: bool,
+    /// The values once `kind` is `Mixed`.
+    pub(crate) mixed: Vec<Value>,
+    pub(crate) kind: ColumnKind,
+}
+
+/// Which of [`PointColumns`]' value columns holds the values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum ColumnKind {
+    /// Every value is an integer (also the kind of no value).
+    #[default]
+    Ints,
+    /// Every value is a float.
+    Floats,
+    /// Both kinds.
+    Mixed,
 }
 
 /// The values of [`PointColumns`], as long as its timestamps.
@@ -60,8 +75,10 @@ pub struct PointColumns {
 pub enum ValueColumn<'a> {
     /// Every value is an integer.
     Ints(&'a [i64]),
-    /// Some value is a float: all of them as f64s.
+    /// Every value is a float.
     Floats(&'a [f64]),
+    /// Integers and floats, each as it was written.
+    Mixed(&'a [Value]),
 }
 
 impl PointColumns {
@@ -72,10 +89,10 @@ impl PointColumns {
 
     /// The values.
     pub fn values(&self) -> ValueColumn<'_> {
-        if self.float {
-            ValueColumn::Floats(&self.floats)
-        } else {
-            ValueColumn::Ints(&self.ints)
+        match self.kind {
+            ColumnKind::Ints => ValueColumn::Ints(&self.ints),
+            ColumnKind::Floats => ValueColumn::Floats(&self.floats),
+            ColumnKind::Mixed => ValueColumn::Mixed(&self.mixed),
         }
     }
 
@@ -89,52 +106,72 @@ impl PointColumns {
         self.ts.is_empty()
     }
 
-    /// The point at `i` as a pair: an integer when every value is one, else a float.
+    /// The point at `i`, its value as it was written.
     pub fn get(&self, i: usize) -> Option<(i64, Value)> {
         let t = *self.ts.get(i)?;
-        match self.values() {
-            ValueColumn::Ints(v) => v.get(i).map(|&v| (t, Value::Int(v))),
-            ValueColumn::Floats(v) => v.get(i).map(|&v| (t, Value::Float(v))),
-        }
+        let v = match self.values() {
+            ValueColumn::Ints(v) => Value::Int(*v.get(i)?),
+            ValueColumn::Floats(v) => Value::Float(*v.get(i)?),
+            ValueColumn::Mixed(v) => *v.get(i)?,
+        };
+        Some((t, v))
     }
 
     /// Appends a point.
     pub fn push(&mut self, ts: i64, value: Value) {
         self.ts.push(ts);
-        match value {
-            Value::Int(i) if !self.float => self.ints.push(i),
-            value => self.floats().push(value.as_f64()),
+        let kind = if value.is_float() {
+            ColumnKind::Floats
+        } else {
+            ColumnKind::Ints
+        };
+        self.prepare(kind, 1);
+        match (self.kind, value) {
+            (ColumnKind::Ints, Value::Int(i)) => self.ints.push(i),
+            (ColumnKind::Floats, Value::Float(f)) => self.floats.push(f),
+            (_, v) => self.mixed.push(v),
         }
     }
 
-    /// The values as f64s, converting the integers when the first float comes.
-    pub(crate) fn floats(&mut self) -> &mut Vec<f64> {
-        if !self.float {
-            self.floats.clear();
-            self.floats.extend(self.ints.iter().map(|&i| i as f64));
-            self.ints.clear();
-            self.float = true;
+    /// Readies the columns for `n` values of kind `want` whose timestamps were just appended:
+    /// takes that kind when there were no values before them, and moves the values present
+    /// to the mixed column when they are of another kind.
+    pub(crate) fn prepare(&mut self, want: ColumnKind, n: usize) {
+        let have = self.ts.len() - n;
+        if self.kind == want || self.kind == ColumnKind::Mixed && have > 0 {
+            return;
         }
-        &mut self.floats
+        if have == 0 {
+            self.kind = want;
+            return;
+        }
+        self.mixed.clear();
+        self.mixed.reserve(have + n);
+        match self.kind {
+            ColumnKind::Ints => self.mixed.extend(self.ints.drain(..).map(Value::Int)),
+            _ => self.mixed.extend(self.floats.drain(..).map(Value::Float)),
+        }
+        self.kind = ColumnKind::Mixed;
     }
 
     pub(crate) fn truncate(&mut self, len: usize) {
         self.ts.truncate(len);
         self.ints.truncate(len);
         self.floats.truncate(len);
+        self.mixed.truncate(len);
     }
 
     fn clear(&mut self) {
         self.truncate(0);
-        self.float = false;
+        self.kind = ColumnKind::Ints;
     }
 
     fn reserve(&mut self, n: usize) {
         self.ts.reserve(n);
-        if self.float {
-            self.floats.reserve(n);
-        } else {
-            self.ints.reserve(n);
+        match self.kind {
+            ColumnKind::Ints => self.ints.reserve(n),
+            ColumnKind::Floats => self.floats.reserve(n),
+            ColumnKind::Mixed => self.mixed.reserve(n),
         }
     }
 }
@@ -244,10 +281,10 @@ impl PointSink for PointColumns {
         let hi = from + new.partition_point(|&t| t <= end_ms);
         self.truncate(hi);
         self.ts.drain(from..lo);
-        if self.float {
-            self.floats.drain(from..lo);
-        } else {
-            self.ints.drain(from..lo);
+        match self.kind {
+            ColumnKind::Ints => drop(self.ints.drain(from..lo)),
+            ColumnKind::Floats => drop(self.floats.drain(from..lo)),
+            ColumnKind::Mixed => drop(self.mixed.drain(from..lo)),
         }
     }
 
@@ -261,6 +298,7 @@ impl PointSink for PointColumns {
             .capacity()
             .max(self.ints.capacity())
             .max(self.floats.capacity())
+            .max(self.mixed.capacity())
             <= KEEP_POINT_BUFFER
         {
             self.clear();
@@ -272,10 +310,10 @@ impl PointSink for PointColumns {
         let mut order: Vec<usize> = (0..self.ts.len()).collect();
         order.sort_by_key(|&i| self.ts[i]);
         self.ts = order.iter().map(|&i| self.ts[i]).collect();
-        if self.float {
-            self.floats = order.iter().map(|&i| self.floats[i]).collect();
-        } else {
-            self.ints = order.iter().map(|&i| self.ints[i]).collect();
+        match self.kind {
+            ColumnKind::Ints => self.ints = order.iter().map(|&i| self.ints[i]).collect(),
+            ColumnKind::Floats => self.floats = order.iter().map(|&i| self.floats[i]).collect(),
+            ColumnKind::Mixed => self.mixed = order.iter().map(|&i| self.mixed[i]).collect(),
         }
     }
 }
@@ -917,51 +955,36 @@ mod tests {
         Ok(())
     }
 
-    /// What a column read and a pair read must agree on: per series, the id, names, every
-    /// timestamp with its value's f64 bits, and the integers when every value is one.
-    type Digest = Vec<(u32, String, Vec<(i64, u64)>, Option<Vec<i64>>)>;
+    /// What a column read and a pair read must agree on: per series, the id, names, and every
+    /// point with its value exactly as written (`Value`'s equality is bitwise for floats).
+    type Digest = Vec<(u32, String, Vec<(i64, Value)>)>;
 
     fn digest_pairs(series: &[SeriesPoints]) -> Digest {
         series
             .iter()
-            .map(|s| {
-                let ints: Option<Vec<i64>> = s
-                    .points
-                    .iter()
-                    .map(|p| match p.1 {
-                        Value::Int(i) => Some(i),
-                        Value::Float(_) => None,
-                    })
-                    .collect();
-                let points = s
-                    .points
-                    .iter()
-                    .map(|p| (p.0, p.1.as_f64().to_bits()))
-                    .collect();
-                (s.id, format!("{} {:?}", s.metric, s.tags), points, ints)
-            })
+            .map(|s| (s.id, format!("{} {:?}", s.metric, s.tags), s.points.clone()))
             .collect()
     }
 
-    fn digest_columns(db: &Tsdb, ids: &RoaringBitmap, a: i64, b: i64) -> Result<Digest> {
+    /// The column read's digest, and per series whether its values came as integers, floats or
+    /// mixed (0, 1, 2).
+    fn digest_columns(db: &Tsdb, ids: &RoaringBitmap, a: i64, b: i64) -> Result<(Digest, Vec<u8>)> {
         let mut out = Vec::new();
+        let mut kinds = Vec::new();
         db.read_series_columns_each_in(ids, a, b, 0, |s: &mut SeriesColumns| {
             let c = &s.points;
-            let (vals, ints): (Vec<f64>, _) = match c.values() {
-                ValueColumn::Ints(v) => (v.iter().map(|&i| i as f64).collect(), Some(v.to_vec())),
-                ValueColumn::Floats(v) => (v.to_vec(), None),
+            let (n, kind) = match c.values() {
+                ValueColumn::Ints(v) => (v.len(), 0),
+                ValueColumn::Floats(v) => (v.len(), 1),
+                ValueColumn::Mixed(v) => (v.len(), 2),
             };
-            assert_eq!(vals.len(), c.len());
-            let points = c
-                .ts()
-                .iter()
-                .zip(&vals)
-                .map(|(t, v)| (*t, v.to_bits()))
-                .collect();
-            out.push((s.id, format!("{} {:?}", s.metric, s.tags), points, ints));
+            assert_eq!(n, c.len());
+            let points = (0..c.len()).filter_map(|i| c.get(i)).collect();
+            out.push((s.id, format!("{} {:?}", s.metric, s.tags), points));
+            kinds.push(kind);
             Ok::<(), Error>(())
         })?;
-        Ok(out)
+        Ok((out, kinds))
     }
 
     #[test]
@@ -983,7 +1006,10 @@ mod tests {
                             2 => i % 3 != 0,
                             _ => ts < t0 + 3_600_000,
                         };
-                        let v = if int {
+                        let v = if int && kind == 2 {
+                            // Past 2^53: a conversion to f64 would lose the low bits.
+                            Value::Int(i64::MAX - i * 7)
+                        } else if int {
                             Value::Int(i * 7 - 500)
                         } else {
                             Value::Float(i as f64 / 4.0)
@@ -1023,14 +1049,19 @@ mod tests {
             for (a, b) in ranges {
                 let pairs = digest_pairs(&db.read_series(&all, a, b)?);
                 assert!(pairs.iter().any(|s| !s.2.is_empty()), "{stage}");
-                // The integer series reads its integers, the others none.
-                let with_ints: Vec<bool> = pairs.iter().map(|s| s.3.is_some()).collect();
-                assert!(
-                    with_ints.contains(&true) && with_ints.contains(&false),
-                    "{stage}"
-                );
-                let cols = digest_columns(&db, &all, a, b)?;
+                let (cols, kinds) = digest_columns(&db, &all, a, b)?;
                 assert!(cols == pairs, "{stage} {a} {b}: the column read differs");
+                // Each series reads in the narrowest column that holds its values as written.
+                // (A row trimmed to the range may leave a series mixed with one kind left.)
+                for ((_, _, points), kind) in pairs.iter().zip(&kinds) {
+                    let floats = points.iter().filter(|p| p.1.is_float()).count();
+                    match kind {
+                        0 => assert_eq!(floats, 0, "{stage} {a} {b}"),
+                        1 => assert_eq!(floats, points.len(), "{stage} {a} {b}"),
+                        _ => {}
+                    }
+                }
+                assert!(kinds.contains(&2), "{stage} {a} {b}: no mixed series");
             }
         }
         Ok(())

@@ -31,7 +31,7 @@ fn unaligned() -> (Vec<Point>, Vec<Point>) {
 }
 
 fn run(name: &str, a: &[Point], b: &[Point]) -> Vec<Point> {
-    aggregate(&[a, b], agg(name), false)
+    aggregate(&[a, b], agg(name), false, true)
 }
 
 #[test]
@@ -122,17 +122,29 @@ fn percentiles_across_series() {
     let series: Vec<Vec<Point>> = [1, 3, 4, 8].iter().map(|&v| ints(&[(0, v)])).collect();
     let refs: Vec<&[Point]> = series.iter().map(Vec::as_slice).collect();
     // integer inputs: ep50r3 uses R-3 -> 3; ep50r7 R-7 -> 3.5; p50 LEGACY -> 3.5; p75 -> 7
-    assert_eq!(aggregate(&refs, agg("ep50r3"), false), ints(&[(0, 3)]));
-    assert_eq!(aggregate(&refs, agg("ep50r7"), false), floats(&[(0, 3.5)]));
-    assert_eq!(aggregate(&refs, agg("p50"), false), floats(&[(0, 3.5)]));
-    assert_eq!(aggregate(&refs, agg("p75"), false), ints(&[(0, 7)]));
+    assert_eq!(
+        aggregate(&refs, agg("ep50r3"), false, true),
+        ints(&[(0, 3)])
+    );
+    assert_eq!(
+        aggregate(&refs, agg("ep50r7"), false, true),
+        floats(&[(0, 3.5)])
+    );
+    assert_eq!(
+        aggregate(&refs, agg("p50"), false, true),
+        floats(&[(0, 3.5)])
+    );
+    assert_eq!(aggregate(&refs, agg("p75"), false, true), ints(&[(0, 7)]));
     // float inputs: ep* fall back to LEGACY: p50 = 3.5
     let series: Vec<Vec<Point>> = [1.0, 3.0, 4.0, 8.0]
         .iter()
         .map(|&v| floats(&[(0, v)]))
         .collect();
     let refs: Vec<&[Point]> = series.iter().map(Vec::as_slice).collect();
-    assert_eq!(aggregate(&refs, agg("ep50r3"), false), floats(&[(0, 3.5)]));
+    assert_eq!(
+        aggregate(&refs, agg("ep50r3"), false, true),
+        floats(&[(0, 3.5)])
+    );
 }
 
 #[test]
@@ -142,7 +154,7 @@ fn rate_series_use_previous_rate_and_no_seed() {
     let b = floats(&[(75, 10.0), (105, 20.0)]);
     // T+60: B has no rate yet -> left out (exception #3): 1.0
     // T+75: A previous rate 1.0 (no LERP) + 10 = 11; T+90: 2 + B previous 10 = 12; T+105: 20
-    let out = aggregate(&[&a, &b], agg("sum"), true);
+    let out = aggregate(&[&a, &b], agg("sum"), true, true);
     assert_eq!(
         out,
         floats(&[(60, 1.0), (75, 11.0), (90, 12.0), (105, 20.0)])
@@ -151,21 +163,53 @@ fn rate_series_use_previous_rate_and_no_seed() {
 
 #[test]
 fn mixed_int_float_single_series() {
-    // 1 (int, next is float) -> double; 2.5 -> double; 3 (int, no next) -> int
+    // Each point keeps its type (exception #14; OpenTSDB's `runMixedSingleTS` turns the 1 into
+    // a double because a double follows it).
     let s = vec![
         (T, Num::Int(1)),
         (T + S, Num::Float(2.5)),
-        (T + 2 * S, Num::Int(3)),
+        (T + 2 * S, Num::Int(9_007_199_254_740_993)),
+        (T + 3 * S, Num::Int(i64::MIN)),
     ];
-    let out = aggregate(&[&s], agg("sum"), false);
+    for name in [
+        "sum", "min", "max", "first", "last", "avg", "zimsum", "mimmax",
+    ] {
+        assert_eq!(aggregate(&[&s], agg(name), false, true), s, "{name}");
+    }
+}
+
+#[test]
+fn integer_sums_are_exact_past_2_pow_53_and_i64() {
+    // Two series whose sum needs all 63 bits, and two whose sum leaves the i64 range.
+    let a = ints(&[(0, 4_611_686_018_427_387_904), (10, i64::MAX), (20, -3)]);
+    let b = ints(&[
+        (0, 4_611_686_018_427_387_903),
+        (10, i64::MAX),
+        (20, i64::MIN),
+    ]);
+    let out = aggregate(&[&a, &b], agg("sum"), false, true);
+    assert_eq!(out[0], (T, Num::Int(i64::MAX)));
+    assert_eq!(out[1], (T + 10 * S, Num::Float(2.0 * i64::MAX as f64)));
+    assert_eq!(out[2], (T + 20 * S, Num::Float(i64::MIN as f64 - 3.0)));
+    // The general path (unaligned: b lacks T+10) interpolates exactly and sums exactly too.
+    let b = ints(&[
+        (0, 4_611_686_018_427_387_903),
+        (20, 4_611_686_018_427_387_903),
+    ]);
+    let out = aggregate(&[&a, &b], agg("sum"), false, true);
+    assert_eq!(out[0], (T, Num::Int(i64::MAX)));
     assert_eq!(
-        out,
-        vec![
-            (T, Num::Float(1.0)),
-            (T + S, Num::Float(2.5)),
-            (T + 2 * S, Num::Int(3))
-        ]
+        out[1],
+        (
+            T + 10 * S,
+            Num::from_i128(i128::from(i64::MAX) + 4_611_686_018_427_387_903)
+        )
     );
+    // max and min pick the exact integer, not its rounded double.
+    let c = ints(&[(0, 9_007_199_254_740_993)]);
+    let d = floats(&[(0, 9_007_199_254_740_992.0)]);
+    assert_eq!(run("max", &c, &d), c);
+    assert_eq!(run("min", &c, &d), d);
 }
 
 #[test]
@@ -173,7 +217,7 @@ fn nan_inputs_are_skipped() {
     // fill-policy NaNs: sum of present values; all-NaN -> NaN
     let a = floats(&[(0, f64::NAN), (60, 2.0), (120, f64::NAN)]);
     let b = floats(&[(0, 5.0), (60, f64::NAN), (120, f64::NAN)]);
-    let out = aggregate(&[&a, &b], agg("sum"), false);
+    let out = aggregate(&[&a, &b], agg("sum"), false, true);
     assert_eq!(&out[..2], &floats(&[(0, 5.0), (60, 2.0)])[..]);
     assert!(matches!(out[2], (t, Num::Float(v)) if t == T + 120 * S && v.is_nan()));
 }
@@ -181,40 +225,81 @@ fn nan_inputs_are_skipped() {
 #[test]
 fn single_point_and_empty_inputs() {
     let one = ints(&[(0, 7)]);
-    assert_eq!(aggregate(&[&one], agg("avg"), false), ints(&[(0, 7)]));
-    assert_eq!(aggregate(&[&one, &[]], agg("sum"), false), ints(&[(0, 7)]));
-    assert!(aggregate(&[], agg("sum"), false).is_empty());
-    assert!(aggregate(&[&[], &[]], agg("sum"), true).is_empty());
+    assert_eq!(aggregate(&[&one], agg("avg"), false, true), ints(&[(0, 7)]));
+    assert_eq!(
+        aggregate(&[&one, &[]], agg("sum"), false, true),
+        ints(&[(0, 7)])
+    );
+    assert!(aggregate(&[], agg("sum"), false, true).is_empty());
+    assert!(aggregate(&[&[], &[]], agg("sum"), true, true).is_empty());
 }
 
 mod prop {
     use super::*;
     use proptest::prelude::*;
 
+    /// Any integer, or a double (small, any bits, or NaN now and then).
+    fn any_num() -> impl Strategy<Value = Num> {
+        prop_oneof![
+            3 => any::<i64>().prop_map(Num::Int),
+            2 => (-1000i64..1000).prop_map(Num::Int),
+            2 => (-1e6f64..1e6).prop_map(Num::Float),
+            1 => any::<f64>().prop_map(Num::Float),
+        ]
+    }
+
     proptest! {
-        /// Aggregating one series returns it unchanged, for every function that is the identity on
-        /// one value.
+        /// Aggregating one series returns it unchanged, every value with its type and bits,
+        /// for every function that is the identity on one value.
         #[test]
         fn single_series_is_identity(
-            offsets in proptest::collection::btree_set(0i64..10_000, 0..40),
-            name in proptest::sample::select(vec!["sum", "zimsum", "min", "max", "avg", "median", "p99"]),
+            points in proptest::collection::btree_map(0i64..10_000, any_num(), 0..40),
+            name in proptest::sample::select(vec![
+                "sum", "zimsum", "pfsum", "min", "max", "mimmin", "mimmax", "avg", "median",
+                "p99", "first", "last",
+            ]),
         ) {
-            let s: Vec<Point> = offsets.iter().map(|&o| (T + o, Num::Int(o * 3 - 7))).collect();
-            prop_assert_eq!(aggregate(&[&s], agg(name), false), s);
+            let s: Vec<Point> = points.iter().map(|(&o, &v)| (T + o, v)).collect();
+            let bits = crate::num::typed_bits;
+            prop_assert_eq!(bits(&aggregate(&[&s], agg(name), false, true)), bits(&s));
         }
 
-        /// With aligned series (same timestamps), `sum` is the pointwise sum.
+        /// With aligned series (same timestamps), `sum` is the pointwise sum: exact over
+        /// integers (a double only past i64), a double as soon as a double is in it.
         #[test]
-        fn aligned_sum_is_pointwise(
-            values in proptest::collection::vec((-1000i64..1000, -1000i64..1000), 0..40),
-        ) {
+        fn aligned_sum_is_pointwise(values in proptest::collection::vec((any_num(), any_num()), 0..40)) {
             let a: Vec<Point> =
-                values.iter().enumerate().map(|(i, v)| (T + i as i64, Num::Int(v.0))).collect();
+                values.iter().enumerate().map(|(i, v)| (T + i as i64, v.0)).collect();
             let b: Vec<Point> =
-                values.iter().enumerate().map(|(i, v)| (T + i as i64, Num::Int(v.1))).collect();
-            let expect: Vec<Point> =
-                values.iter().enumerate().map(|(i, v)| (T + i as i64, Num::Int(v.0 + v.1))).collect();
-            prop_assert_eq!(aggregate(&[&a, &b], agg("sum"), false), expect);
+                values.iter().enumerate().map(|(i, v)| (T + i as i64, v.1)).collect();
+            let out = aggregate(&[&a, &b], agg("sum"), false, true);
+            prop_assert_eq!(out.len(), values.len());
+            for ((t, got), (i, (x, y))) in out.iter().zip(values.iter().enumerate()) {
+                prop_assert_eq!(*t, T + i as i64);
+                match (x, y) {
+                    (Num::Int(x), Num::Int(y)) => {
+                        prop_assert_eq!(*got, Num::from_i128(i128::from(*x) + i128::from(*y)));
+                    }
+                    _ => {
+                        prop_assert!(!got.is_int());
+                        let (x, y) = (x.to_f64(), y.to_f64());
+                        let expect = match (x.is_nan(), y.is_nan()) {
+                            (true, true) => f64::NAN,
+                            (true, false) => y,
+                            (false, true) => x,
+                            _ => x + y,
+                        };
+                        // Only a mixed pair's integer may be past 2^53 and keep bits a plain
+                        // f64 sum loses: compare within the integer's rounding.
+                        let tol = x.abs().max(y.abs()) * f64::EPSILON * 2.0;
+                        let g = got.to_f64();
+                        prop_assert!(
+                            (g.is_nan() && expect.is_nan()) || g == expect || (g - expect).abs() <= tol,
+                            "{:?} + {:?} = {:?}", x, y, got
+                        );
+                    }
+                }
+            }
         }
 
         /// The aligned fast path gives exactly what the general merge-and-interpolate path gives.
@@ -243,16 +328,9 @@ mod prop {
                 })
                 .collect();
             let refs: Vec<&[Point]> = series.iter().map(Vec::as_slice).collect();
-            let fast = aggregate(&refs, agg(name), rate);
-            let general = aggregate_general(&refs, agg(name), rate);
-            let bits = |v: &[Point]| -> Vec<(i64, bool, u64)> {
-                v.iter()
-                    .map(|(t, n)| match n {
-                        Num::Int(i) => (*t, true, *i as u64),
-                        Num::Float(f) => (*t, false, f.to_bits()),
-                    })
-                    .collect()
-            };
+            let fast = aggregate(&refs, agg(name), rate, true);
+            let general = aggregate_general(&refs, agg(name), rate, !rate);
+            let bits = crate::num::typed_bits;
             prop_assert_eq!(bits(&fast), bits(&general));
         }
     }

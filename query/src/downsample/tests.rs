@@ -16,14 +16,10 @@ fn ints(points: &[(i64, i64)]) -> Vec<Point> {
     points.iter().map(|&(t, v)| (t, Num::Int(v))).collect()
 }
 
-/// Output as (ts, f64) pairs; asserts every value is a Float (downsampled values are doubles).
+/// Output as (ts, f64) pairs, for the tests of where buckets fall (the tests of value types
+/// compare `Num`s).
 fn floats(out: Vec<Point>) -> Vec<(i64, f64)> {
-    out.into_iter()
-        .map(|(t, v)| match v {
-            Num::Float(f) => (t, f),
-            Num::Int(_) => panic!("downsample must emit doubles"),
-        })
-        .collect()
+    out.into_iter().map(|(t, v)| (t, v.to_f64())).collect()
 }
 
 fn ms(tz: Tz, y: i32, mo: u32, d: u32, h: u32) -> i64 {
@@ -136,22 +132,51 @@ fn epoch_aligned_buckets() {
 }
 
 #[test]
-fn bucket_functions_run_on_doubles() {
-    // 1,2,6 in one minute: avg 3.0, sum 9.0, count 3.0, dev sqrt(((−2)²+(−1)²+3²)/3)=sqrt(14/3)
+fn bucket_functions_keep_integers_exact() {
+    // 1,2,6 in one minute: avg 3, sum 9, count 3, dev sqrt(((−2)²+(−1)²+3²)/3)=sqrt(14/3)
     let pts = ints(&[(T, 1), (T + 10 * SEC, 2), (T + 20 * SEC, 6)]);
-    let run = |s: &str| floats(downsample(&pts, &spec(s), T, T + MIN, UTC).unwrap());
-    assert_eq!(run("1m-avg"), vec![(T, 3.0)]);
-    assert_eq!(run("1m-sum"), vec![(T, 9.0)]);
-    assert_eq!(run("1m-count"), vec![(T, 3.0)]);
-    assert_eq!(run("1m-first"), vec![(T, 1.0)]);
-    assert_eq!(run("1m-last"), vec![(T, 6.0)]);
+    let run = |s: &str| downsample(&pts, &spec(s), T, T + MIN, UTC).unwrap();
+    assert_eq!(run("1m-avg"), ints(&[(T, 3)]));
+    assert_eq!(run("1m-sum"), ints(&[(T, 9)]));
+    assert_eq!(run("1m-count"), ints(&[(T, 3)]));
+    assert_eq!(run("1m-first"), ints(&[(T, 1)]));
+    assert_eq!(run("1m-last"), ints(&[(T, 6)]));
+    assert_eq!(run("1m-max"), ints(&[(T, 6)]));
     let dev = run("1m-dev")[0].1;
-    assert!((dev - (14.0f64 / 3.0).sqrt()).abs() < 1e-12);
+    assert!(!dev.is_int());
+    assert!((dev.to_f64() - (14.0f64 / 3.0).sqrt()).abs() < 1e-12);
     // {1,2}: avg 1.5, not truncated
     let two = ints(&[(T, 1), (T + SEC, 2)]);
     assert_eq!(
-        floats(downsample(&two, &spec("1m-avg"), T, T + MIN, UTC).unwrap()),
-        vec![(T, 1.5)]
+        downsample(&two, &spec("1m-avg"), T, T + MIN, UTC).unwrap(),
+        vec![(T, Num::Float(1.5))]
+    );
+    // Past 2^53 and past i64: sums are exact, and a double only past i64.
+    let big = ints(&[
+        (T, 9_007_199_254_740_993),
+        (T + SEC, 2),
+        (T + MIN, i64::MAX),
+        (T + MIN + SEC, 1),
+    ]);
+    assert_eq!(
+        downsample(&big, &spec("1m-sum"), T, T + 2 * MIN, UTC).unwrap(),
+        vec![
+            (T, Num::Int(9_007_199_254_740_995)),
+            (T + MIN, Num::Float(9_223_372_036_854_775_808.0)),
+        ]
+    );
+    // A bucket with a double in it is a double.
+    let mixed = vec![
+        (T, Num::Int(9_007_199_254_740_993)),
+        (T + SEC, Num::Float(0.5)),
+    ];
+    assert_eq!(
+        downsample(&mixed, &spec("1m-sum"), T, T + MIN, UTC).unwrap(),
+        vec![(T, Num::Float(9_007_199_254_740_994.0))]
+    );
+    assert_eq!(
+        downsample(&mixed, &spec("1m-max"), T, T + MIN, UTC).unwrap(),
+        vec![(T, Num::Int(9_007_199_254_740_993))]
     );
 }
 
@@ -387,7 +412,7 @@ mod prop {
                     (T + t, v)
                 })
                 .collect();
-            let at = |p: &(i64, Value)| (p.0, p.1.as_f64());
+            let at = |p: &(i64, Value)| (p.0, to_num(p.1));
             // One case in three downsamples to `all`.
             let all = all == 0;
             let spec = DownsampleSpec {
@@ -404,7 +429,7 @@ mod prop {
                 for &(t, v) in &pts {
                     cols.push(t, v);
                 }
-                downsample_columns(&cols, &spec, range, UTC, &mut fast)
+                downsample_columns(&cols, &spec, range, UTC, &mut fast).unwrap()
             };
             let simple = if all {
                 name != "p50"
@@ -420,9 +445,7 @@ mod prop {
                 downsample_into(pts.iter().map(at), &spec, range, UTC, &mut Vec::new(), &mut slow)
                     .unwrap();
                 slow.extend(after);
-                let bits = |v: &[Point]| -> Vec<(i64, u64)> {
-                    v.iter().map(|(t, n)| (*t, n.to_f64().to_bits())).collect()
-                };
+                let bits = crate::num::typed_bits;
                 prop_assert_eq!(bits(&fast), bits(&slow));
             } else {
                 prop_assert!(fast.is_empty());
@@ -496,25 +519,34 @@ mod fold_prop {
     use super::*;
     use proptest::prelude::*;
 
-    /// The reference: points grouped by fixed bucket, each bucket given to `apply`.
-    fn reference(points: &[Point], width: i64, function: Aggregator) -> Vec<(i64, u64)> {
-        let mut groups: Vec<(i64, Vec<f64>)> = Vec::new();
+    /// A value's type and bits.
+    fn bits(v: Num) -> (bool, u64) {
+        match v {
+            Num::Int(i) => (true, i as u64),
+            Num::Float(f) => (false, f.to_bits()),
+        }
+    }
+
+    /// The reference: points grouped by fixed bucket, each bucket given to `apply_nums`.
+    fn reference(points: &[Point], width: i64, function: Aggregator) -> Vec<(i64, (bool, u64))> {
+        let mut groups: Vec<(i64, Vec<Num>)> = Vec::new();
         for (t, v) in points {
             let b = t - t.rem_euclid(width);
             match groups.last_mut() {
-                Some((lb, vs)) if *lb == b => vs.push(v.to_f64()),
-                _ => groups.push((b, vec![v.to_f64()])),
+                Some((lb, vs)) if *lb == b => vs.push(*v),
+                _ => groups.push((b, vec![*v])),
             }
         }
         groups
             .into_iter()
-            .map(|(b, vs)| (b, function.apply(&vs, false).to_bits()))
+            .map(|(b, vs)| (b, bits(function.apply_nums(&vs, false))))
             .collect()
     }
 
     proptest! {
-        /// Folding bucket by bucket gives bit for bit what `apply` over the bucket gives, NaNs
-        /// and signed zeros included, for every downsampling function.
+        /// Folding bucket by bucket gives bit for bit what `apply_nums` over the bucket gives,
+        /// types, NaNs and signed zeros included, for every downsampling function; and over
+        /// doubles alone that is `apply`'s double.
         #[test]
         fn folds_equal_apply(
             offsets in proptest::collection::btree_set(0i64..600_000, 1..80),
@@ -530,6 +562,7 @@ mod fold_prop {
                         0 => Num::Float(f64::NAN),
                         1 => Num::Float(-0.0),
                         2 => Num::Int(*v),
+                        3 => Num::Int(v.signum() * (1i64 << 60) + v),
                         _ => Num::Float(*v as f64 / 8.0),
                     };
                     (T + o, value)
@@ -537,23 +570,33 @@ mod fold_prop {
                 .collect();
             let function = Aggregator::from_name(name).unwrap();
             let spec = DownsampleSpec { interval: Interval::Fixed(MIN), function, fill: FillPolicy::None };
-            let got: Vec<(i64, u64)> = downsample(&points, &spec, T, T + 600_000, UTC)
+            let got: Vec<(i64, (bool, u64))> = downsample(&points, &spec, T, T + 600_000, UTC)
                 .unwrap()
                 .into_iter()
-                .map(|(t, v)| (t, v.to_f64().to_bits()))
+                .map(|(t, v)| (t, bits(v)))
                 .collect();
             prop_assert_eq!(got, reference(&points, MIN, function));
             let all = DownsampleSpec { interval: Interval::All, function, fill: FillPolicy::None };
             let got = downsample(&points, &all, T, T + 600_000, UTC).unwrap();
-            let values: Vec<f64> = points.iter().map(|p| p.1.to_f64()).collect();
             prop_assert_eq!(got.len(), 1);
-            prop_assert_eq!(got[0].1.to_f64().to_bits(), function.apply(&values, false).to_bits());
+            prop_assert_eq!(bits(got[0].1), bits(function.apply_nums(&points.iter().map(|p| p.1).collect::<Vec<_>>(), false)));
+            if points.iter().all(|p| !p.1.is_int()) {
+                let values: Vec<f64> = points.iter().map(|p| p.1.to_f64()).collect();
+                prop_assert_eq!(bits(got[0].1), (false, function.apply(&values, false).to_bits()));
+            }
         }
     }
 }
 
 fn edges(points: &[(i64, f64)], s: &str, start: i64, end: i64) -> (Option<Point>, Option<Point>) {
-    edge_buckets(points, |p| *p, &spec(s), (start, end), UTC, &mut Vec::new())
+    edge_buckets(
+        points,
+        |p| (p.0, Num::Float(p.1)),
+        &spec(s),
+        (start, end),
+        UTC,
+        &mut Vec::new(),
+    )
 }
 
 #[test]

@@ -168,7 +168,7 @@ fn downsample_with_fill_policies() {
     assert_eq!(status, 200, "{body}");
     assert!(
         body.ends_with(&format!(
-            "\"dps\":{{\"{T}\":2.0,\"{}\":0.0,\"{}\":5.0,\"{}\":0.0}}}}]",
+            "\"dps\":{{\"{T}\":2,\"{}\":0,\"{}\":5,\"{}\":0}}}}]",
             T + 60,
             T + 120,
             T + 180
@@ -183,7 +183,7 @@ fn downsample_with_fill_policies() {
     let (_, body) = db.get(&qs("none"));
     assert_eq!(
         parse(&body)[0]["dps"],
-        json!({T.to_string(): 2.0, (T + 120).to_string(): 5.0})
+        json!({T.to_string(): 2, (T + 120).to_string(): 5})
     );
 }
 
@@ -313,11 +313,12 @@ fn arrays_ms_resolution_and_last_point_per_second() {
         )),
         "{body}"
     );
-    // The integer before the double is typed as a double (§e.8, `runMixedSingleTS`).
+    // Each point keeps its type (exception #14; OpenTSDB's `runMixedSingleTS` types the
+    // integer before the double as a double).
     let (_, body) = db.get(&format!("{}&m=none:m&ms", range()));
     assert!(
         body.ends_with(&format!(
-            "\"dps\":{{\"{}\":1.0,\"{}\":2.5,\"{}\":3}}}}]",
+            "\"dps\":{{\"{}\":1,\"{}\":2.5,\"{}\":3}}}}]",
             base + 30_100,
             base + 30_600,
             base + 31_000
@@ -595,7 +596,7 @@ fn grafana_request_bodies() {
     let v = parse(&body);
     assert_eq!(
         v[1]["dps"],
-        json!([[T, 10.0], [T + 60, 20.0], [T + 120, null]]),
+        json!([[T, 10], [T + 60, 20], [T + 120, null]]),
         "{body}"
     );
 }
@@ -643,18 +644,19 @@ fn downsampled_sum_interpolates_a_sparse_series_across_the_range_edges() {
     assert_eq!(
         v[0]["dps"],
         json!({
-            (T + 120).to_string(): 21.0,
-            (T + 180).to_string(): 31.0,
-            (T + 240).to_string(): 41.0,
+            (T + 120).to_string(): 21,
+            (T + 180).to_string(): 31,
+            (T + 240).to_string(): 41,
         }),
         "{body}"
     );
 }
 
-/// A series passed through as it is (`none`) follows OpenTSDB's typing: an integer point
-/// followed by a double point comes out as a double; the last integer stays one (§e.8).
+/// A series passed through as it is (`none`) returns each point with the type it was written
+/// with (exception #14; OpenTSDB's `runMixedSingleTS` turns an integer followed by a double
+/// into a double).
 #[test]
-fn none_types_an_integer_before_a_double_as_a_double() {
+fn none_returns_each_point_with_its_own_type() {
     let db = TempTsdb::new();
     db.put(
         "m",
@@ -668,11 +670,7 @@ fn none_types_an_integer_before_a_double_as_a_double() {
     let (status, body) = db.get(&format!("start={T}&end={}&m=none:m", T + 60));
     assert_eq!(status, 200, "{body}");
     assert!(
-        body.contains(&format!(
-            "\"{T}\":1.0,\"{}\":2.5,\"{}\":3}}",
-            T + 10,
-            T + 20
-        )),
+        body.contains(&format!("\"{T}\":1,\"{}\":2.5,\"{}\":3}}", T + 10, T + 20)),
         "{body}"
     );
 }
