@@ -684,13 +684,14 @@ impl Inner {
         {
             let mut state = self.state.write();
             let mut frozen = state.frozen.clone();
+            let next = Arc::new(Memtable::after(&active));
             frozen.push(Frozen {
                 mem: active,
                 last_segment: segment - 1,
                 last_seq: self.last_seq.load(Ordering::Relaxed),
             });
             *state = Arc::new(State {
-                active: Arc::new(Memtable::new()),
+                active: next,
                 frozen,
                 files: state.files.clone(),
             });

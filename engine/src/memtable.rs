@@ -1,135 +1,198 @@
 //! The memtable: recent writes, held in memory until they are flushed to an SST.
 //!
-//! Entries are grouped by table, then by row, so appending cells to a row already in the
-//! memtable costs one lookup of the row plus a push onto that row's vector of entries. The
-//! writer finds a row through a hash index (one hash and one comparison); a B-tree over the
-//! same rows gives readers and flushes the key order. Only a new row touches the B-tree. Within a
-//! row, entries are kept sorted exactly as [`InternalKey`]s sort (row tombstones first, then
-//! columns ascending, newest sequence number first), so a row's entries can be handed to the SST
-//! builder or a reader in internal-key order without re-sorting. Time-series writes append cells
-//! in column order, so the common case is a push at the end; anything else is a binary search
-//! and an insertion, except that a new version of a cell takes its older version's place and
-//! the older one is set aside, to be merged back in by readers (see `Row::older`).
+//! Entries are grouped by table, then by row. A row's entries live in a packed log of its own,
+//! in internal-key order (row tombstones first, then columns ascending, newest sequence number
+//! first), so a row's entries reach the SST builder or a reader in order without re-sorting.
+//! Time-series writes append cells to a row in column order, so the common case appends a few
+//! bytes to the row's log. An entry that does not sort after the row's last one (an older
+//! version, a tombstone, a column out of order) is *spilled*: kept beside the log in the order
+//! it came, and merged in by readers.
 //!
-//! Each entry's column and value are copied once, back to back, into the memtable's arena, and
-//! the entry keeps only their chunk and offset: a write costs no allocation and no reference
-//! count of its own. Readers get slices of the filled chunks without copying; only entries in
-//! the chunk still being filled (at most [`ARENA_CHUNK`] bytes) are copied out.
+//! ## The log
 //!
-//! Several operations of one batch share a sequence number. Within a batch later operations win:
-//! a put or cell delete replaces an entry of the same cell and seq, and a row delete drops the
-//! row's cell entries of its own seq (the earlier operations of the batch).
+//! One entry of a row's log, in bytes:
+//!
+//! ```text
+//! tag (1) | [column length - 63 (varint), when the tag says 63] | seq - base (zigzag varint)
+//!         | column | value length (varint) | value
+//! ```
+//!
+//! The tag's low two bits are the kind (0 put, 1 cell delete, 2 row tombstone) and its high six
+//! the column's length, 63 meaning "63 or more, the rest follows". `base` is the memtable's first
+//! sequence number. A write time is kept once per batch (all entries of a batch share it), not
+//! per entry. A time-series point (a 3-byte column and a value of a few bytes) takes about a
+//! dozen bytes, against the 50 it took as a fixed-size entry beside an arena copy; with a
+//! million series, a memtable of the same size holds four times the points, so each flush
+//! writes fewer, longer rows.
+//!
+//! Rows are found by a hash index of row ids (four bytes a row), and their key order is sorted
+//! only when a reader or a flush asks for it, and then only for the rows added since: a write
+//! never touches a tree.
+//!
+//! Several operations of one batch share a sequence number. Within a batch later operations
+//! win: a put or cell delete replaces an entry of the same cell and seq, and a row delete drops
+//! the row's cell entries of its own seq (the earlier operations of the batch).
 
-use std::borrow::Cow;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BTreeMap;
-use std::ops::Bound;
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::{Bytes, BytesMut};
-use parking_lot::RwLock;
-use rustc_hash::FxHashMap;
+use hashbrown::HashTable;
+use parking_lot::{Mutex, RwLock};
+use rustc_hash::FxBuildHasher;
 
 use crate::batch::OpRef;
 use crate::fold::{FlushFold, FoldEntry, FoldKind, FoldOut};
 use crate::key::{Entry, EntryKind, Found, InternalKey};
 use crate::sst::RowRange;
 
-/// Bytes charged per entry on top of its column and value.
-const ENTRY_OVERHEAD: u64 = 48;
-/// Bytes charged per row on top of its key.
-const ROW_OVERHEAD: u64 = 64;
-/// Entries room made for a new row. Time-series rows take hundreds of cells, and growing a
-/// row's vector from one entry cost about 6 % of a `Tsdb::write` in reallocations.
-const ROW_INITIAL_ENTRIES: usize = 16;
+/// Bytes charged per spilled entry on top of its column and value.
+const SPILL_OVERHEAD: u64 = std::mem::size_of::<Spilled>() as u64;
+/// Bytes charged per row on top of its key and log: the row itself, its slot in the hash
+/// index (four bytes, with the table's spare capacity) and in the sorted order.
+const ROW_OVERHEAD: u64 = std::mem::size_of::<Row>() as u64 + 10 + 4;
+/// Bytes charged per batch (its sequence number and write time).
+const BATCH_OVERHEAD: u64 = 16;
 /// Size of one arena chunk. Large enough that chunk allocations are rare next to the cells
 /// they hold, small enough that a slice kept alive by a reader pins little memory.
 const ARENA_CHUNK: usize = 64 << 10;
+/// Size of one chunk of row keys.
+const KEY_CHUNK: usize = 16 << 10;
+/// The longest column length the tag holds; longer lengths continue in a varint.
+const TAG_COLUMN_MAX: usize = 63;
+/// Bytes of the last entry's column kept in the row, so that the append test compares a
+/// time-series column without reading the log.
+const HEAD_LEN: usize = 8;
 
-/// One entry of a row.
-#[derive(Debug, Clone, Copy)]
-struct MemEntry {
-    /// Where column ‖ value start in the arena.
-    at: ArenaPos,
-    column_len: u32,
-    value_len: u32,
-    kind: EntryKind,
-    /// The column's first bytes, zero-padded (see [`HEAD_LEN`]): in what would be padding.
-    head: [u8; HEAD_LEN],
-    seq: u64,
-    write_ms: u64,
+fn kind_code(kind: EntryKind) -> u8 {
+    match kind {
+        EntryKind::Put => 0,
+        EntryKind::DeleteCell => 1,
+        EntryKind::DeleteRow => 2,
+    }
 }
 
-/// Bytes of a column kept in its entry. A row's last entry is compared with every cell
-/// appended to the row, and its column in the arena was written long before among thousands
-/// of other rows' cells, so reading it was a cache miss per write (about a tenth of the
-/// server's CPU in the devops ingest). Columns this short (a time-series cell's is 3 bytes)
-/// compare without the arena.
-const HEAD_LEN: usize = 4;
+fn kind_of(code: u8) -> EntryKind {
+    match code & 3 {
+        0 => EntryKind::Put,
+        1 => EntryKind::DeleteCell,
+        _ => EntryKind::DeleteRow,
+    }
+}
 
-const _: () = assert!(std::mem::size_of::<MemEntry>() == 40);
+/// 0 for a row tombstone, 1 for a cell entry: tombstones sort first.
+fn cell_of(kind: EntryKind) -> u8 {
+    u8::from(kind != EntryKind::DeleteRow)
+}
 
-/// `column`'s first [`HEAD_LEN`] bytes, zero-padded.
+/// Orders two entries of one row like [`InternalKey`]s, ignoring the kind of two cell entries
+/// (within a batch a later one replaces an earlier one of the same cell).
+fn cmp_slot(a: (u8, &[u8], u64), b: (u8, &[u8], u64)) -> CmpOrdering {
+    a.0.cmp(&b.0)
+        .then_with(|| a.1.cmp(b.1))
+        .then_with(|| b.2.cmp(&a.2))
+}
+
 #[inline]
-fn column_head(column: &[u8]) -> [u8; HEAD_LEN] {
-    // By cases rather than a copy of `min(len, 4)` bytes: that copy was a `memcpy` call, and
-    // the 4-byte load after it cannot take its value from the call's byte stores in flight.
-    match *column {
-        [a, b, c, d, ..] => [a, b, c, d],
-        [a, b, c] => [a, b, c, 0],
-        [a, b] => [a, b, 0, 0],
-        [a] => [a, 0, 0, 0],
-        [] => [0; HEAD_LEN],
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+#[inline]
+fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *bytes.get(*at)?;
+        *at += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    (v >> 1) as i64 ^ -((v & 1) as i64)
+}
+
+/// Appends one entry to a log.
+#[inline]
+fn encode_entry(log: &mut Vec<u8>, kind: EntryKind, seq_delta: i64, column: &[u8], value: &[u8]) {
+    let short = column.len().min(TAG_COLUMN_MAX);
+    log.push(kind_code(kind) | (short as u8) << 2);
+    if short == TAG_COLUMN_MAX {
+        put_varint(log, (column.len() - TAG_COLUMN_MAX) as u64);
+    }
+    put_varint(log, zigzag(seq_delta));
+    log.extend_from_slice(column);
+    put_varint(log, value.len() as u64);
+    log.extend_from_slice(value);
+}
+
+/// One entry of a row, borrowed from its log or from the arena.
+#[derive(Debug, Clone, Copy)]
+struct View<'a> {
+    kind: EntryKind,
+    seq: u64,
+    column: &'a [u8],
+    value: &'a [u8],
+    /// Where it lives: `None` in the log (`column` and `value` are slices of it), `Some` in the
+    /// arena.
+    spilled: Option<ArenaPos>,
+}
+
+impl View<'_> {
+    fn slot(&self) -> (u8, &[u8], u64) {
+        (cell_of(self.kind), self.column, self.seq)
     }
 }
 
-impl MemEntry {
-    /// 0 for a row tombstone, 1 for a cell entry: markers sort first.
-    fn cell(&self) -> u8 {
-        u8::from(self.kind != EntryKind::DeleteRow)
-    }
+/// Decodes a log (entries in order); stops at the first undecodable byte, which a log this
+/// module wrote never has.
+struct LogIter<'a> {
+    log: &'a [u8],
+    at: usize,
+    base: u64,
+}
 
-    fn column<'a>(&self, arena: &'a Arena) -> &'a [u8] {
-        arena.bytes(self.at, 0, self.column_len)
-    }
+impl<'a> Iterator for LogIter<'a> {
+    type Item = View<'a>;
 
-    /// Orders the entry against the slot `(cell, column, seq)` like [`InternalKey`]s of one row.
-    fn cmp_slot(&self, arena: &Arena, cell: u8, column: &[u8], seq: u64) -> CmpOrdering {
-        self.cell()
-            .cmp(&cell)
-            .then_with(|| {
-                if self.column_len as usize <= HEAD_LEN && column.len() <= HEAD_LEN {
-                    // Zero-padded heads order like the columns, a tie going to the shorter.
-                    u32::from_be_bytes(self.head)
-                        .cmp(&u32::from_be_bytes(column_head(column)))
-                        .then((self.column_len as usize).cmp(&column.len()))
-                } else {
-                    self.column(arena).cmp(column)
-                }
-            })
-            .then_with(|| seq.cmp(&self.seq))
-    }
-
-    fn found(&self, arena: &Arena) -> Found {
-        Found {
-            kind: self.kind,
-            seq: self.seq,
-            write_ms: self.write_ms,
-            value: arena.shared(self.at, self.column_len, self.value_len),
+    #[inline]
+    fn next(&mut self) -> Option<View<'a>> {
+        let log = self.log;
+        let tag = *log.get(self.at)?;
+        let mut at = self.at + 1;
+        let mut col_len = usize::from(tag >> 2);
+        if col_len == TAG_COLUMN_MAX {
+            col_len += usize::try_from(get_varint(log, &mut at)?).ok()?;
         }
-    }
-
-    fn entry(&self, row: &Bytes, arena: &Arena) -> Entry {
-        Entry {
-            key: InternalKey {
-                row: row.clone(),
-                column: arena.shared(self.at, 0, self.column_len),
-                seq: self.seq,
-                kind: self.kind,
-            },
-            write_ms: self.write_ms,
-            value: arena.shared(self.at, self.column_len, self.value_len),
-        }
+        let seq = self
+            .base
+            .wrapping_add_signed(unzigzag(get_varint(log, &mut at)?));
+        let column = log.get(at..at.checked_add(col_len)?)?;
+        at += col_len;
+        let value_len = usize::try_from(get_varint(log, &mut at)?).ok()?;
+        let value = log.get(at..at.checked_add(value_len)?)?;
+        self.at = at + value_len;
+        Some(View {
+            kind: kind_of(tag),
+            seq,
+            column,
+            value,
+            spilled: None,
+        })
     }
 }
 
@@ -140,7 +203,7 @@ struct ArenaPos {
     offset: u32,
 }
 
-/// The memtable's copies of columns and values: filled chunks, frozen and shareable, and the
+/// Copies of spilled entries' columns and values: filled chunks, frozen and shareable, and the
 /// chunk being filled.
 #[derive(Debug, Default)]
 struct Arena {
@@ -189,6 +252,385 @@ impl Arena {
     }
 }
 
+/// An entry kept beside a row's log.
+#[derive(Debug, Clone, Copy)]
+struct Spilled {
+    at: ArenaPos,
+    column_len: u32,
+    value_len: u32,
+    kind: EntryKind,
+    seq: u64,
+}
+
+impl Spilled {
+    fn view<'a>(&self, arena: &'a Arena) -> View<'a> {
+        View {
+            kind: self.kind,
+            seq: self.seq,
+            column: arena.bytes(self.at, 0, self.column_len),
+            value: arena.bytes(self.at, self.column_len, self.value_len),
+            spilled: Some(self.at),
+        }
+    }
+}
+
+/// The last entry of a row's log, for the append test.
+#[derive(Debug, Clone, Copy, Default)]
+struct Last {
+    seq: u64,
+    /// Where it starts in the log.
+    offset: u32,
+    column_len: u32,
+    /// The column's first [`HEAD_LEN`] bytes, zero-padded.
+    head: [u8; HEAD_LEN],
+    cell: u8,
+}
+
+/// One row: its key, its log, and its spilled entries.
+#[derive(Debug)]
+struct Row {
+    key: Bytes,
+    log: Vec<u8>,
+    /// Valid while `log` is not empty.
+    last: Last,
+    #[expect(
+        clippy::box_collection,
+        reason = "a row that never spills, nearly every row, pays 8 bytes for this, not 24"
+    )]
+    spill: Option<Box<Vec<Spilled>>>,
+}
+
+/// `column`'s first [`HEAD_LEN`] bytes, zero-padded.
+#[inline]
+fn column_head(column: &[u8]) -> [u8; HEAD_LEN] {
+    let mut head = [0; HEAD_LEN];
+    let n = column.len().min(HEAD_LEN);
+    head[..n].copy_from_slice(&column[..n]);
+    head
+}
+
+impl Row {
+    /// Whether an entry `(cell, column, seq)` sorts after the log's last entry.
+    #[inline]
+    fn appends(&self, cell: u8, column: &[u8], seq: u64, base: u64) -> bool {
+        if self.log.is_empty() {
+            return true;
+        }
+        let last = &self.last;
+        let by_column = if last.column_len as usize <= HEAD_LEN && column.len() <= HEAD_LEN {
+            // Zero-padded heads order like the columns, a tie going to the shorter.
+            u64::from_be_bytes(column_head(column))
+                .cmp(&u64::from_be_bytes(last.head))
+                .then((column.len()).cmp(&(last.column_len as usize)))
+        } else {
+            match self.log_iter(base, last.offset as usize).next() {
+                Some(v) => column.cmp(v.column),
+                None => return false,
+            }
+        };
+        cell.cmp(&last.cell)
+            .then(by_column)
+            .then_with(|| last.seq.cmp(&seq))
+            .is_gt()
+    }
+
+    fn log_iter(&self, base: u64, from: usize) -> LogIter<'_> {
+        LogIter {
+            log: &self.log,
+            at: from,
+            base,
+        }
+    }
+
+    /// Appends an entry that sorts after the last one.
+    #[inline]
+    fn append(&mut self, kind: EntryKind, seq: u64, base: u64, column: &[u8], value: &[u8]) {
+        let offset = self.log.len() as u32;
+        encode_entry(
+            &mut self.log,
+            kind,
+            seq.wrapping_sub(base) as i64,
+            column,
+            value,
+        );
+        self.last = Last {
+            seq,
+            offset,
+            column_len: column.len() as u32,
+            head: column_head(column),
+            cell: cell_of(kind),
+        };
+    }
+
+    /// Drops the cell entries written with `seq` (a row tombstone of the same batch overrides
+    /// them). Returns the change in bytes held.
+    fn drop_cells_of(&mut self, seq: u64, base: u64) -> i64 {
+        let mut change = 0i64;
+        if let Some(spill) = &mut self.spill {
+            let before = spill.len();
+            spill.retain(|e| e.kind == EntryKind::DeleteRow || e.seq != seq);
+            // The arena bytes stay; only the entries go.
+            change -= ((before - spill.len()) as u64 * SPILL_OVERHEAD) as i64;
+        }
+        if !self
+            .log_iter(base, 0)
+            .any(|v| v.kind != EntryKind::DeleteRow && v.seq == seq)
+        {
+            return change;
+        }
+        let old = std::mem::take(&mut self.log);
+        let mut kept = Row {
+            key: self.key.clone(),
+            log: Vec::with_capacity(old.len()),
+            last: Last::default(),
+            spill: None,
+        };
+        for v in (LogIter {
+            log: &old,
+            at: 0,
+            base,
+        })
+        .filter(|v| v.kind == EntryKind::DeleteRow || v.seq != seq)
+        {
+            kept.append(v.kind, v.seq, base, v.column, v.value);
+        }
+        change += kept.log.capacity() as i64 - old.capacity() as i64;
+        self.log = kept.log;
+        self.last = kept.last;
+        change
+    }
+
+    /// All of the row's entries in internal-key order, into `out`: the log's, with the spilled
+    /// ones merged in, a spilled entry replacing a logged one of the same slot (it was written
+    /// later), and of several spilled ones of a slot the last.
+    fn view<'a>(&'a self, base: u64, arena: &'a Arena, out: &mut Vec<View<'a>>) {
+        out.clear();
+        let Some(spill) = self.spill.as_deref().filter(|s| !s.is_empty()) else {
+            out.extend(self.log_iter(base, 0));
+            return;
+        };
+        let mut spilled: Vec<View<'a>> = spill.iter().map(|s| s.view(arena)).collect();
+        // Stable: of equal slots the later write stays later.
+        spilled.sort_by(|a, b| cmp_slot(a.slot(), b.slot()));
+        spilled.dedup_by(|later, earlier| {
+            if cmp_slot(later.slot(), earlier.slot()).is_eq() {
+                *earlier = *later;
+                true
+            } else {
+                false
+            }
+        });
+        let mut logged = self.log_iter(base, 0).peekable();
+        let mut spilled = spilled.into_iter().peekable();
+        loop {
+            let next = match (logged.peek(), spilled.peek()) {
+                (Some(l), Some(s)) => match cmp_slot(l.slot(), s.slot()) {
+                    CmpOrdering::Less => logged.next(),
+                    CmpOrdering::Greater => spilled.next(),
+                    CmpOrdering::Equal => {
+                        logged.next();
+                        spilled.next()
+                    }
+                },
+                (Some(_), None) => logged.next(),
+                (None, Some(_)) => spilled.next(),
+                (None, None) => break,
+            };
+            out.extend(next);
+        }
+    }
+}
+
+/// The rows of one table.
+#[derive(Debug, Default)]
+struct TableRows {
+    rows: Vec<Row>,
+    /// Row ids by the hash of their keys: one hash and one comparison finds a row.
+    index: HashTable<u32>,
+    /// The rows' key order, kept up to date only when asked (see [`TableRows::order`]).
+    order: Mutex<Order>,
+}
+
+/// Row ids in key order, for the first `upto` rows.
+#[derive(Debug, Default)]
+struct Order {
+    sorted: Vec<u32>,
+    upto: usize,
+}
+
+fn hash_key(key: &[u8]) -> u64 {
+    FxBuildHasher.hash_one(key)
+}
+
+impl TableRows {
+    fn find(&self, row: &[u8]) -> Option<usize> {
+        let rows = &self.rows;
+        self.index
+            .find(hash_key(row), |&i| rows[i as usize].key == row)
+            .map(|&i| i as usize)
+    }
+
+    fn get(&self, row: &[u8]) -> Option<&Row> {
+        self.find(row).map(|i| &self.rows[i])
+    }
+
+    /// Adds a row; the caller made sure it is new.
+    fn insert(&mut self, key: Bytes, capacity: usize) -> usize {
+        let i = self.rows.len();
+        let hash = hash_key(&key);
+        self.rows.push(Row {
+            key,
+            log: Vec::with_capacity(capacity),
+            last: Last::default(),
+            spill: None,
+        });
+        let rows = &self.rows;
+        self.index
+            .insert_unique(hash, i as u32, |&j| hash_key(&rows[j as usize].key));
+        i
+    }
+
+    /// The rows in key order, sorting the rows added since the last call into the order.
+    fn order(&self) -> parking_lot::MutexGuard<'_, Order> {
+        let mut order = self.order.lock();
+        if order.upto < self.rows.len() {
+            let rows = &self.rows;
+            let mut fresh: Vec<u32> = (order.upto as u32..rows.len() as u32).collect();
+            fresh.sort_unstable_by(|&a, &b| rows[a as usize].key.cmp(&rows[b as usize].key));
+            let old = std::mem::take(&mut order.sorted);
+            let mut merged = Vec::with_capacity(old.len() + fresh.len());
+            let (mut a, mut b) = (old.into_iter().peekable(), fresh.into_iter().peekable());
+            loop {
+                let next = match (a.peek(), b.peek()) {
+                    (Some(&x), Some(&y)) => {
+                        if rows[x as usize].key <= rows[y as usize].key {
+                            a.next()
+                        } else {
+                            b.next()
+                        }
+                    }
+                    (Some(_), None) => a.next(),
+                    (None, Some(_)) => b.next(),
+                    (None, None) => break,
+                };
+                merged.extend(next);
+            }
+            order.sorted = merged;
+            order.upto = rows.len();
+        }
+        order
+    }
+}
+
+#[derive(Debug, Default)]
+struct Tables {
+    tables: BTreeMap<u32, TableRows>,
+    /// Spilled entries' columns and values.
+    arena: Arena,
+    /// Row keys, copied back to back into shared chunks: a new row's key costs no allocation
+    /// of its own.
+    keys: BytesMut,
+    /// The first sequence number applied: logs keep sequence numbers relative to it.
+    base: Option<u64>,
+    /// `(seq, write time)` of every batch applied, ascending by seq.
+    batches: Vec<(u64, u64)>,
+}
+
+impl Tables {
+    /// A shared copy of a new row's key.
+    fn copy_key(keys: &mut BytesMut, row: &[u8]) -> Bytes {
+        if keys.capacity() - keys.len() < row.len() {
+            *keys = BytesMut::with_capacity(KEY_CHUNK.max(row.len()));
+        }
+        keys.extend_from_slice(row);
+        keys.split().freeze()
+    }
+
+    fn base(&self) -> u64 {
+        self.base.unwrap_or(0)
+    }
+
+    /// The write time of the batch `seq`.
+    fn write_ms(&self, seq: u64) -> u64 {
+        match self.batches.binary_search_by_key(&seq, |b| b.0) {
+            Ok(i) => self.batches[i].1,
+            Err(i) => i.checked_sub(1).map_or(0, |i| self.batches[i].1),
+        }
+    }
+
+    /// Records a batch; returns the bytes to charge.
+    fn note_batch(&mut self, seq: u64, write_ms: u64) -> u64 {
+        if self.base.is_none() {
+            self.base = Some(seq);
+        }
+        match self.batches.last() {
+            Some(&(s, _)) if s == seq => 0,
+            Some(&(s, _)) if s > seq => match self.batches.binary_search_by_key(&seq, |b| b.0) {
+                Ok(_) => 0,
+                Err(i) => {
+                    self.batches.insert(i, (seq, write_ms));
+                    BATCH_OVERHEAD
+                }
+            },
+            _ => {
+                self.batches.push((seq, write_ms));
+                BATCH_OVERHEAD
+            }
+        }
+    }
+
+    /// Every entry of a row as [`Entry`]s, appended to `out` (`views` is scratch space).
+    /// Entries of the log share one copy of it.
+    fn row_entries<'a>(&'a self, r: &'a Row, views: &mut Vec<View<'a>>, out: &mut Vec<Entry>) {
+        r.view(self.base(), &self.arena, views);
+        let log = if r.log.is_empty() {
+            Bytes::new()
+        } else {
+            Bytes::copy_from_slice(&r.log)
+        };
+        let start = r.log.as_ptr() as usize;
+        let shared = |s: &[u8]| {
+            let at = s.as_ptr() as usize - start;
+            log.slice(at..at + s.len())
+        };
+        for v in views.iter() {
+            let (column, value) = match v.spilled {
+                Some(at) => {
+                    let c = v.column.len() as u32;
+                    (
+                        self.arena.shared(at, 0, c),
+                        self.arena.shared(at, c, v.value.len() as u32),
+                    )
+                }
+                None => (shared(v.column), shared(v.value)),
+            };
+            out.push(Entry {
+                key: InternalKey {
+                    row: r.key.clone(),
+                    column,
+                    seq: v.seq,
+                    kind: v.kind,
+                },
+                write_ms: self.write_ms(v.seq),
+                value,
+            });
+        }
+    }
+}
+
+/// An in-memory, sorted set of entries of every table.
+#[derive(Debug, Default)]
+pub(crate) struct Memtable {
+    tables: RwLock<Tables>,
+    bytes: AtomicU64,
+    max_seq: AtomicU64,
+    /// Log capacity a new row starts with.
+    row_hint: usize,
+    /// Bytes of the rows' logs, for the next memtable's hint.
+    log_bytes: AtomicU64,
+    rows: AtomicU64,
+}
+
 /// How many operations ahead [`Memtable::apply_all`] fetches a row's header.
 const PREFETCH_AHEAD: usize = 8;
 
@@ -206,109 +648,21 @@ fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
-/// The rows of one table.
-#[derive(Debug, Default)]
-struct TableRows {
-    /// Row key → index into `rows`, in key order: for reads and flushes.
-    order: BTreeMap<Bytes, usize>,
-    /// Row key → index into `rows`: for writes. A B-tree descent over 40-byte time-series
-    /// rowkeys costs a dozen memcmp calls; this is one hash and one comparison. (Measured:
-    /// the B-tree lookup was about a quarter of `Tsdb::write`'s time.)
-    index: FxHashMap<Bytes, usize>,
-    /// Each row's entries, in internal-key order.
-    rows: Vec<Row>,
-}
-
-/// One row's entries, and a copy of the last of them.
-///
-/// Every write to a row is compared with the row's last entry, which sits at the far end of a
-/// vector of hundreds of entries: reading it there was a cache miss per write, on top of the
-/// one for this header. The copy shares the header's cache line.
-#[derive(Debug)]
-#[repr(align(64))]
-struct Row {
-    entries: Vec<MemEntry>,
-    /// `entries.last()`, kept in step by [`Row::sync_last`].
-    last: Option<MemEntry>,
-    /// Versions of cells that a newer version replaced in `entries`, in no order. A cell
-    /// written again takes its older version's place instead of being inserted before it:
-    /// an insertion shifts every later entry of the row, so a client that wrote the same
-    /// points over and over spent most of its time moving entries (1.2 M rewrites of 100
-    /// points over telnet took 0.63 s of server CPU that way, 0.21 s this way). Readers see
-    /// `entries` and these merged (see [`Row::view`]).
-    older: Vec<MemEntry>,
-}
-
-impl Row {
-    fn sync_last(&mut self) {
-        self.last = self.entries.last().copied();
-    }
-
-    /// All of the row's entries in internal-key order: `entries` itself when no version was
-    /// set aside, else a sorted copy of both.
-    fn view<'a>(&'a self, arena: &Arena) -> Cow<'a, [MemEntry]> {
-        if self.older.is_empty() {
-            return Cow::Borrowed(&self.entries);
-        }
-        let mut all: Vec<MemEntry> = Vec::with_capacity(self.entries.len() + self.older.len());
-        all.extend_from_slice(&self.entries);
-        all.extend_from_slice(&self.older);
-        all.sort_by(|a, b| a.cmp_slot(arena, b.cell(), b.column(arena), b.seq));
-        Cow::Owned(all)
-    }
-}
-
-impl TableRows {
-    fn get(&self, row: &[u8]) -> Option<&Row> {
-        self.index.get(row).map(|&i| &self.rows[i])
-    }
-
-    /// Rows in key order, over `range` of row keys.
-    fn range<'a>(
-        &'a self,
-        range: (Bound<Bytes>, Bound<Bytes>),
-    ) -> impl Iterator<Item = (&'a Bytes, &'a Row)> + 'a {
-        self.order
-            .range(range)
-            .map(|(row, &i)| (row, &self.rows[i]))
-    }
-}
-
-#[derive(Debug, Default)]
-struct Tables {
-    tables: BTreeMap<u32, TableRows>,
-    arena: Arena,
-    /// Row keys, copied back to back into shared chunks: a new row's key costs no allocation
-    /// of its own, and its two references (B-tree and hash index) share it.
-    keys: BytesMut,
-}
-
-/// Size of one chunk of row keys.
-const KEY_CHUNK: usize = 16 << 10;
-
-impl Tables {
-    /// A shared copy of a new row's key.
-    fn copy_key(keys: &mut BytesMut, row: &[u8]) -> Bytes {
-        if keys.capacity() - keys.len() < row.len() {
-            *keys = BytesMut::with_capacity(KEY_CHUNK.max(row.len()));
-        }
-        keys.extend_from_slice(row);
-        keys.split().freeze()
-    }
-}
-
-/// An in-memory, sorted set of entries of every table.
-#[derive(Debug, Default)]
-pub(crate) struct Memtable {
-    tables: RwLock<Tables>,
-    bytes: AtomicU64,
-    max_seq: AtomicU64,
-}
-
 impl Memtable {
     /// An empty memtable.
     pub(crate) fn new() -> Memtable {
         Memtable::default()
+    }
+
+    /// An empty memtable to follow `previous`: its new rows start with room for what a row of
+    /// `previous` held on average, so most rows grow their log once or not at all.
+    pub(crate) fn after(previous: &Memtable) -> Memtable {
+        let rows = previous.rows.load(Ordering::Relaxed).max(1);
+        let per_row = previous.log_bytes.load(Ordering::Relaxed) / rows;
+        Memtable {
+            row_hint: usize::try_from(per_row.next_multiple_of(8).min(4096)).unwrap_or(0),
+            ..Memtable::default()
+        }
     }
 
     /// Approximate bytes held.
@@ -345,49 +699,60 @@ impl Memtable {
     ///
     /// A batch's operations touch rows all over the memtable, and each touch was three cache
     /// misses in a row: the row's slot in the hash index, the row's header, and the end of its
-    /// entries. So the rows that already exist are looked up first, in a loop of nothing else
+    /// log. So the rows that already exist are looked up first, in a loop of nothing else
     /// where the misses overlap; then, while an operation is applied, the header of the row
-    /// [`PREFETCH_AHEAD`] operations on and the entries' end of the row half as far on are
+    /// [`PREFETCH_AHEAD`] operations on and the log's end of the row half as far on are
     /// fetched.
     pub(crate) fn apply_all(&self, ops: &[OpRef<'_>], seq: u64, write_ms: u64) {
-        let mut added = 0u64;
         let mut guard = self.tables.write();
         let t = &mut *guard;
+        let mut added = t.note_batch(seq, write_ms) as i64;
         let found: Vec<Option<(u32, usize)>> = ops
             .iter()
             .map(|op| {
                 let (table, row) = op.table_row();
-                let i = t.tables.get(&table)?.index.get(row)?;
-                Some((table, *i))
+                let i = t.tables.get(&table)?.find(row)?;
+                Some((table, i))
             })
             .collect();
         fn row_at<'t>(t: &'t Tables, found: &[Option<(u32, usize)>], k: usize) -> Option<&'t Row> {
             let (table, i) = found.get(k).copied().flatten()?;
             t.tables.get(&table)?.rows.get(i)
         }
+        let (mut log_growth, mut new_rows) = (0i64, 0u64);
         for (k, op) in ops.iter().enumerate() {
             if let Some(r) = row_at(t, &found, k + PREFETCH_AHEAD) {
                 prefetch(r);
             }
             if let Some(r) = row_at(t, &found, k + PREFETCH_AHEAD / 2) {
-                prefetch(r.entries.as_ptr().wrapping_add(r.entries.len()));
+                prefetch(r.log.as_ptr().wrapping_add(r.log.len()));
             }
-            added += Self::apply_locked(t, op, seq, write_ms, found[k].map(|(_, i)| i));
+            let (bytes, log, new) = self.apply_locked(t, op, seq, found[k].map(|(_, i)| i));
+            added += bytes;
+            log_growth += log;
+            new_rows += u64::from(new);
         }
         drop(guard);
-        self.bytes.fetch_add(added, Ordering::Relaxed);
+        self.bytes
+            .fetch_add(u64::try_from(added.max(0)).unwrap_or(0), Ordering::Relaxed);
+        self.log_bytes.fetch_add(
+            u64::try_from(log_growth.max(0)).unwrap_or(0),
+            Ordering::Relaxed,
+        );
+        self.rows.fetch_add(new_rows, Ordering::Relaxed);
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
     }
 
     /// Adds one operation, `found` being its row's index if the row was there before the
-    /// batch; returns the bytes to charge.
+    /// batch. Returns the bytes to charge, the growth of the row's log in bytes, and whether
+    /// the row is new.
     fn apply_locked(
+        &self,
         t: &mut Tables,
         op: &OpRef<'_>,
         seq: u64,
-        write_ms: u64,
         found: Option<usize>,
-    ) -> u64 {
+    ) -> (i64, i64, bool) {
         let (table, row, column, kind, value): (u32, &[u8], &[u8], EntryKind, &[u8]) = match *op {
             OpRef::Put {
                 table,
@@ -400,76 +765,47 @@ impl Memtable {
             }
             OpRef::DeleteRow { table, row } => (table, row, &[], EntryKind::DeleteRow, &[]),
         };
-        let mut added = ENTRY_OVERHEAD + column.len() as u64 + value.len() as u64;
+        let base = t.base();
         let Tables {
             tables,
             arena,
             keys,
+            ..
         } = t;
-        let at = arena.alloc(column, value);
         let rows = tables.entry(table).or_default();
-        let i = match found.or_else(|| rows.index.get(row).copied()) {
+        let mut added = 0i64;
+        let mut new = false;
+        let i = match found.or_else(|| rows.find(row)) {
             Some(i) => i,
             None => {
-                added += ROW_OVERHEAD + row.len() as u64;
+                new = true;
                 let key = Tables::copy_key(keys, row);
-                let i = rows.rows.len();
-                rows.rows.push(Row {
-                    entries: Vec::with_capacity(ROW_INITIAL_ENTRIES),
-                    last: None,
-                    older: Vec::new(),
-                });
-                rows.order.insert(key.clone(), i);
-                rows.index.insert(key, i);
-                i
+                added += (ROW_OVERHEAD + row.len() as u64 + self.row_hint as u64) as i64;
+                rows.insert(key, self.row_hint)
             }
         };
         let r = &mut rows.rows[i];
         if kind == EntryKind::DeleteRow {
-            // Earlier operations of the same batch on this row are overridden.
-            r.entries
-                .retain(|e| e.kind == EntryKind::DeleteRow || e.seq != seq);
-            r.older
-                .retain(|e| e.kind == EntryKind::DeleteRow || e.seq != seq);
-            r.sync_last();
+            added += r.drop_cells_of(seq, base);
         }
-        let entry = MemEntry {
+        let cell = cell_of(kind);
+        if r.appends(cell, column, seq, base) {
+            let cap = r.log.capacity();
+            let len = r.log.len();
+            r.append(kind, seq, base, column, value);
+            added += r.log.capacity() as i64 - cap as i64;
+            return (added, (r.log.len() - len) as i64, new);
+        }
+        let at = arena.alloc(column, value);
+        r.spill.get_or_insert_default().push(Spilled {
             at,
             column_len: column.len() as u32,
             value_len: value.len() as u32,
             kind,
-            head: column_head(column),
             seq,
-            write_ms,
-        };
-        let cell = entry.cell();
-        let appends = r
-            .last
-            .is_none_or(|last| last.cmp_slot(arena, cell, column, seq).is_lt());
-        if appends {
-            r.entries.push(entry);
-            r.last = Some(entry);
-        } else {
-            match r
-                .entries
-                .binary_search_by(|e| e.cmp_slot(arena, cell, column, seq))
-            {
-                Ok(i) => r.entries[i] = entry,
-                // An older version of the same cell: set aside (see `Row::older`).
-                Err(i)
-                    if cell == 1
-                        && r.entries.get(i).is_some_and(|old| {
-                            old.cmp_slot(arena, cell, column, old.seq).is_eq()
-                        }) =>
-                {
-                    let old = std::mem::replace(&mut r.entries[i], entry);
-                    r.older.push(old);
-                }
-                Err(i) => r.entries.insert(i, entry),
-            }
-            r.sync_last();
-        }
-        added
+        });
+        added += (SPILL_OVERHEAD + column.len() as u64 + value.len() as u64) as i64;
+        (added, 0, new)
     }
 
     /// The entry that decides `(row, column)` at `snapshot_seq`, with the same rules as
@@ -483,17 +819,23 @@ impl Memtable {
         snapshot_seq: u64,
     ) -> Option<Found> {
         let tables = self.tables.read();
-        let arena = &tables.arena;
-        let entries = tables.tables.get(&table)?.get(row)?.view(arena);
+        let r = tables.tables.get(&table)?.get(row)?;
+        let mut entries = Vec::new();
+        r.view(tables.base(), &tables.arena, &mut entries);
         let visible = |cell: u8, column: &[u8]| {
-            let i =
-                entries.partition_point(|e| e.cmp_slot(arena, cell, column, snapshot_seq).is_lt());
+            let i = entries
+                .partition_point(|e| cmp_slot(e.slot(), (cell, column, snapshot_seq)).is_lt());
             entries
                 .get(i)
-                .filter(|e| e.cell() == cell && e.column(arena) == column)
-                .map(|e| e.found(arena))
+                .filter(|e| cell_of(e.kind) == cell && e.column == column)
+                .map(|e| Found {
+                    kind: e.kind,
+                    seq: e.seq,
+                    write_ms: tables.write_ms(e.seq),
+                    value: Bytes::copy_from_slice(e.value),
+                })
         };
-        let marker = if entries.first().is_some_and(|e| e.cell() == 0) {
+        let marker = if entries.first().is_some_and(|e| cell_of(e.kind) == 0) {
             visible(0, &[])
         } else {
             None
@@ -512,9 +854,13 @@ impl Memtable {
         let Some(rows) = tables.tables.get(&table) else {
             return Ok(());
         };
-        for (row, r) in rows.range((Bound::Unbounded, Bound::Unbounded)) {
-            for e in r.view(&tables.arena).iter() {
-                f(&e.entry(row, &tables.arena))?;
+        let order = rows.order();
+        let (mut views, mut out) = (Vec::new(), Vec::new());
+        for &i in &order.sorted {
+            out.clear();
+            tables.row_entries(&rows.rows[i as usize], &mut views, &mut out);
+            for e in &out {
+                f(e)?;
             }
         }
         Ok(())
@@ -537,15 +883,17 @@ impl Memtable {
         let Some(rows) = tables.tables.get(&table) else {
             return Ok(());
         };
-        let arena = &tables.arena;
-        let mut view: Vec<FoldEntry<'_>> = Vec::new();
+        let order = rows.order();
+        let mut views: Vec<View<'_>> = Vec::new();
+        let mut fold_view: Vec<FoldEntry<'_>> = Vec::new();
         let mut out: Vec<Entry> = Vec::new();
-        for (row, r) in rows.range((Bound::Unbounded, Bound::Unbounded)) {
-            let entries = &*r.view(arena);
-            view.clear();
-            view.extend(entries.iter().map(|e| FoldEntry {
-                column: e.column(arena),
-                value: arena.bytes(e.at, e.column_len, e.value_len),
+        for &i in &order.sorted {
+            let r = &rows.rows[i as usize];
+            r.view(tables.base(), &tables.arena, &mut views);
+            fold_view.clear();
+            fold_view.extend(views.iter().map(|e| FoldEntry {
+                column: e.column,
+                value: e.value,
                 seq: e.seq,
                 kind: match e.kind {
                     EntryKind::Put => FoldKind::Put,
@@ -554,8 +902,8 @@ impl Memtable {
                 },
             }));
             let folded = fold
-                .fold(row, &view)
-                .and_then(|r| Self::folded_entries(row, entries, arena, r, &mut out));
+                .fold(&r.key, &fold_view)
+                .and_then(|folded| Self::folded_entries(&tables, &r.key, &views, folded, &mut out));
             match folded {
                 Some(()) => {
                     *folded_rows += 1;
@@ -567,8 +915,11 @@ impl Memtable {
                     if !out.is_empty() {
                         *rejected += 1;
                     }
-                    for e in entries {
-                        f(&e.entry(row, arena))?;
+                    out.clear();
+                    let mut scratch = Vec::new();
+                    tables.row_entries(r, &mut scratch, &mut out);
+                    for e in &out {
+                        f(e)?;
                     }
                 }
             }
@@ -580,25 +931,41 @@ impl Memtable {
     /// Turns a fold's output for `row` into entries in `out`; `None` if it breaks the
     /// contract (`out` then holds what was built so far, so the caller can tell).
     fn folded_entries(
+        tables: &Tables,
         row: &Bytes,
-        entries: &[MemEntry],
-        arena: &Arena,
+        entries: &[View<'_>],
         folded: Vec<FoldOut>,
         out: &mut Vec<Entry>,
     ) -> Option<()> {
         let max_seq = entries.iter().map(|e| e.seq).max().unwrap_or(0);
-        let write_ms = entries.iter().map(|e| e.write_ms).max().unwrap_or(0);
+        let write_ms = entries
+            .iter()
+            .map(|e| tables.write_ms(e.seq))
+            .max()
+            .unwrap_or(0);
+        let copy = |v: &View<'_>| Entry {
+            key: InternalKey {
+                row: row.clone(),
+                column: Bytes::copy_from_slice(v.column),
+                seq: v.seq,
+                kind: v.kind,
+            },
+            write_ms: tables.write_ms(v.seq),
+            value: Bytes::copy_from_slice(v.value),
+        };
         // A marker entry so that a rejection is visible to the caller even when it comes first.
         let reject = |out: &mut Vec<Entry>| {
-            if out.is_empty() {
-                out.push(entries[0].entry(row, arena));
+            if out.is_empty()
+                && let Some(first) = entries.first()
+            {
+                out.push(copy(first));
             }
             None
         };
         for o in folded {
             let e = match o {
                 FoldOut::Keep(i) => match entries.get(i) {
-                    Some(m) => m.entry(row, arena),
+                    Some(v) => copy(v),
                     None => return reject(out),
                 },
                 FoldOut::Put { column, value, seq } => {
@@ -634,30 +1001,31 @@ impl Memtable {
             .is_some_and(|rows| rows.get(row).is_some())
     }
 
-    /// Every entry of `table` in the rows of `range`, in internal-key order. Rows, columns
-    /// and values are shared with the memtable, not copied.
+    /// Every entry of `table` in the rows of `range`, in internal-key order. Rows are shared
+    /// with the memtable; columns and values share one copy of each row's log.
     pub(crate) fn entries(&self, table: u32, range: &RowRange) -> Vec<Entry> {
         let tables = self.tables.read();
         let Some(rows) = tables.tables.get(&table) else {
             return Vec::new();
         };
-        let start = match &range.start {
-            Some(s) => Bound::Included(s.clone()),
-            None => Bound::Unbounded,
-        };
-        let end = match &range.end {
-            Some(e) => Bound::Excluded(e.clone()),
-            None => Bound::Unbounded,
-        };
-        if let (Bound::Included(s), Bound::Excluded(e)) = (&start, &end)
+        if let (Some(s), Some(e)) = (&range.start, &range.end)
             && s >= e
         {
             return Vec::new();
         }
+        let order = rows.order();
+        let key = |i: u32| &rows.rows[i as usize].key;
+        let from = match &range.start {
+            Some(s) => order.sorted.partition_point(|&i| key(i) < s),
+            None => 0,
+        };
         let mut out = Vec::new();
-        for (row, r) in rows.range((start, end)) {
-            let entries = r.view(&tables.arena);
-            out.extend(entries.iter().map(|e| e.entry(row, &tables.arena)));
+        let mut views = Vec::new();
+        for &i in &order.sorted[from..] {
+            if range.end.as_ref().is_some_and(|e| key(i) >= e) {
+                break;
+            }
+            tables.row_entries(&rows.rows[i as usize], &mut views, &mut out);
         }
         out
     }
@@ -674,17 +1042,30 @@ mod tests {
         /// the inline head's length.
         #[test]
         fn entries_stay_ordered_with_short_and_long_columns(
-            cols in proptest::collection::vec(proptest::collection::vec(0u8..3, 0..7), 1..40),
+            cols in proptest::collection::vec(
+                (proptest::collection::vec(0u8..3, 0..90), proptest::collection::vec(any::<u8>(), 0..300)),
+                1..40,
+            ),
+            gap in 1u64..100_000,
         ) {
             let m = Memtable::new();
-            for (seq, c) in cols.iter().enumerate() {
-                m.apply(&put(b"r", c, b"v"), seq as u64 + 1, 0);
+            // Columns on both sides of the inline head and of the tag's length field, values
+            // of every length class, and sequence numbers far apart.
+            for (i, (c, v)) in cols.iter().enumerate() {
+                m.apply(&put(b"r", c, v), 7 + i as u64 * gap, i as u64);
             }
-            let keys: Vec<InternalKey> = m.entries(1, &RowRange::all()).into_iter().map(|e| e.key).collect();
+            let entries = m.entries(1, &RowRange::all());
+            let keys: Vec<InternalKey> = entries.iter().map(|e| e.key.clone()).collect();
             let mut sorted = keys.clone();
             sorted.sort();
             prop_assert_eq!(keys.len(), cols.len());
-            prop_assert_eq!(keys, sorted);
+            prop_assert_eq!(&keys, &sorted);
+            for e in &entries {
+                let i = usize::try_from((e.key.seq - 7) / gap).unwrap_or(usize::MAX);
+                prop_assert_eq!(&e.key.column[..], &cols[i].0[..]);
+                prop_assert_eq!(&e.value[..], &cols[i].1[..]);
+                prop_assert_eq!(e.write_ms, i as u64);
+            }
         }
     }
 
@@ -775,11 +1156,10 @@ mod tests {
         }
     }
 
-    /// A client that writes the same cells again and again: each rewrite takes its older
-    /// version's place, so the row's sorted vector keeps one entry per cell and no write
-    /// shifts it (it used to grow by one entry per rewrite, each inserted near the front).
+    /// A client that writes the same cells again and again: each rewrite is spilled, so the
+    /// row's log keeps the first version of each cell and no write moves it.
     #[test]
-    fn rewriting_a_cell_does_not_grow_the_sorted_entries() {
+    fn rewriting_a_cell_does_not_grow_the_log() {
         let m = Memtable::new();
         let columns: Vec<[u8; 2]> = (0..100u8).map(|c| [b'c', c]).collect();
         for round in 0..50u64 {
@@ -790,7 +1170,10 @@ mod tests {
         let tables = m.tables.read();
         let row = tables.tables.get(&1).and_then(|t| t.get(b"r"));
         assert_eq!(
-            row.map(|r| (r.entries.len(), r.older.len())),
+            row.map(|r| (
+                r.log_iter(tables.base(), 0).count(),
+                r.spill.as_ref().map_or(0, |s| s.len())
+            )),
             Some((100, 4_900))
         );
         drop(tables);
