@@ -4,6 +4,7 @@
 mod api;
 mod cli;
 mod export;
+mod fsck;
 mod grafana;
 mod harness;
 mod http_put;

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use super::builder::SstBuilder;
 use super::properties::Properties;
 use super::reader::SstReader;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::key::{Entry, InternalKey};
 
 /// One thing wrong with an SST file.
@@ -50,6 +50,14 @@ impl SstCheck {
     }
 }
 
+/// What is wrong, without the file and offset a corruption error repeats.
+fn detail(e: &Error) -> String {
+    match e {
+        Error::Corruption { detail, .. } => detail.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// Reads every entry of data block `i`; fails if any of it cannot be read.
 fn read_block(reader: &SstReader, i: usize) -> Result<Vec<Entry>> {
     let index = reader.index()?;
@@ -75,7 +83,7 @@ impl SstReader {
         let index = match self.index() {
             Ok(index) => index,
             Err(e) => {
-                check.problem(footer.index.offset, None, e.to_string(), true);
+                check.problem(footer.index.offset, None, detail(&e), true);
                 return check;
             }
         };
@@ -91,7 +99,7 @@ impl SstReader {
                 Ok(entries) => entries,
                 Err(e) => {
                     lost_any = true;
-                    check.problem(offset, Some(ie.last_key.row.clone()), e.to_string(), true);
+                    check.problem(offset, Some(ie.last_key.row.clone()), detail(&e), true);
                     continue;
                 }
             };
