@@ -31,22 +31,16 @@
 //! [`repair`] moves what cannot be read into a folder the caller names (`lost+found`), and
 //! leaves a directory that opens: see [`Remedy`] for what it does about each finding.
 
+mod files;
 mod view;
 mod wal;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use bytes::Bytes;
-
-use crate::compaction::LEVELS;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, LocalFs};
 use crate::manifest::{FileMeta, MANIFEST_NAME, Manifest, parse_sst_file_name, sst_file_name};
-use crate::sst::SstReader;
-use crate::wal::recovery::list_segments;
-use crate::wal::segment::segment_file_name;
 
 pub use view::{CheckView, Repaired, repair};
 
@@ -314,16 +308,16 @@ pub fn verify(dir: impl AsRef<Path>) -> Result<VerifyReport> {
         .flat_map(|m| m.files.iter().map(|f| f.id))
         .collect();
     if let Some(m) = &manifest {
-        check_manifest(m, &mut report);
+        files::check_manifest(m, &mut report);
         let mut ranges = Vec::new();
         for f in &m.files {
-            let (action, range) = check_live_file(&fs, &names, f, &mut report);
+            let (action, range) = files::check_live_file(&fs, &names, f, &mut report);
             report.ssts.push((f.clone(), action));
             if let Some((first, last)) = range {
                 ranges.push((f, first, last));
             }
         }
-        check_levels(m, &ranges, &mut report);
+        files::check_levels(m, &ranges, &mut report);
     }
     let damaged = matches!(report.manifest, ManifestState::Damaged);
     for name in &names {
@@ -333,7 +327,7 @@ pub fn verify(dir: impl AsRef<Path>) -> Result<VerifyReport> {
         if damaged {
             // Without a manifest nothing can say which files are live: each is checked on
             // its own, and left alone.
-            check_file(&fs, name, id, Remedy::None, &mut report);
+            files::check_file(&fs, name, id, Remedy::None, &mut report);
         } else if !live.contains(&id) {
             report.add(
                 Severity::Warning,
@@ -348,333 +342,8 @@ pub fn verify(dir: impl AsRef<Path>) -> Result<VerifyReport> {
         }
     }
     let flushed = manifest.as_ref().map_or(0, |m| m.flushed_segment);
-    check_wal(dir, flushed, !damaged, &mut report)?;
+    wal::check_wal(dir, flushed, !damaged, &mut report)?;
     Ok(report)
-}
-
-/// The manifest's own consistency.
-fn check_manifest(m: &Manifest, report: &mut VerifyReport) {
-    let mut seen = BTreeSet::new();
-    for f in &m.files {
-        let name = sst_file_name(f.id);
-        let mut problem = |detail: String| {
-            report.add(
-                Severity::Error,
-                MANIFEST_NAME,
-                None,
-                None,
-                detail,
-                Remedy::None,
-            );
-        };
-        if !seen.insert(f.id) {
-            problem(format!("names file {name} twice"));
-        }
-        if f.id >= m.next_file_id {
-            problem(format!(
-                "names file {name}, at or past its next file id {}",
-                m.next_file_id
-            ));
-        }
-        if !m.tables.contains_key(&f.table) {
-            problem(format!("file {name} belongs to unknown table {}", f.table));
-        }
-        if usize::from(f.level) >= LEVELS {
-            problem(format!(
-                "file {name} is on level {}, past the last",
-                f.level
-            ));
-        }
-    }
-}
-
-/// Opens and checks one SST file; `remedy` is what repairing a file that cannot be read does.
-/// Returns the reader if the file opened, and whether every block was read.
-fn check_file(
-    fs: &LocalFs,
-    name: &str,
-    id: u64,
-    remedy: Remedy,
-    report: &mut VerifyReport,
-) -> Option<(Arc<SstReader>, bool)> {
-    let reader = match fs
-        .open(name)
-        .and_then(|file| SstReader::open(file, id, None))
-    {
-        Ok(r) => Arc::new(r),
-        Err(e) => {
-            report.add_error(name, &e, remedy);
-            return None;
-        }
-    };
-    report.counts.sst_files += 1;
-    report.counts.sst_bytes += reader.file_bytes();
-    let check = reader.check();
-    report.counts.blocks += check.blocks;
-    report.counts.entries += check.entries;
-    let rewrite = if remedy == Remedy::None {
-        Remedy::None
-    } else {
-        Remedy::RewriteFile
-    };
-    let clean = check.problems.is_empty();
-    for p in check.problems {
-        report.add(
-            Severity::Error,
-            name,
-            Some(p.offset),
-            p.row.as_deref(),
-            p.detail,
-            rewrite,
-        );
-    }
-    Some((reader, clean))
-}
-
-/// Checks a file the manifest names; returns what repair does with it, and the file's row
-/// range if it reads cleanly and is not empty.
-fn check_live_file(
-    fs: &LocalFs,
-    names: &BTreeSet<String>,
-    f: &FileMeta,
-    report: &mut VerifyReport,
-) -> (SstAction, Option<(Bytes, Bytes)>) {
-    let name = sst_file_name(f.id);
-    if !names.contains(&name) {
-        report.add(
-            Severity::Error,
-            &name,
-            None,
-            None,
-            "the manifest names this file, but it does not exist",
-            Remedy::DropFromManifest,
-        );
-        return (SstAction::Drop, None);
-    }
-    let Some((reader, clean)) = check_file(fs, &name, f.id, Remedy::MoveFile, report) else {
-        return (SstAction::Move, None);
-    };
-    if !clean {
-        return (SstAction::Rewrite, None);
-    }
-    if reader.file_bytes() != f.bytes {
-        report.add(
-            Severity::Warning,
-            &name,
-            None,
-            None,
-            format!(
-                "the file has {} bytes, the manifest says {}",
-                reader.file_bytes(),
-                f.bytes
-            ),
-            Remedy::None,
-        );
-    }
-    let p = reader.properties();
-    let range = (p.entry_count > 0).then(|| (p.first_row.clone(), p.last_row.clone()));
-    (SstAction::Keep, range)
-}
-
-/// The files of one level below 0 of one table must cover disjoint row ranges: a read looks
-/// up one file per level. `files` are the clean files with their row ranges.
-fn check_levels(m: &Manifest, files: &[(&FileMeta, Bytes, Bytes)], report: &mut VerifyReport) {
-    // (table, level) -> (first row, last row, file id) of its files.
-    type Ranges<'a> = BTreeMap<(u32, u8), Vec<(&'a Bytes, &'a Bytes, u64)>>;
-    let mut levels: Ranges<'_> = BTreeMap::new();
-    for (f, first, last) in files {
-        if f.level > 0 {
-            levels
-                .entry((f.table, f.level))
-                .or_default()
-                .push((first, last, f.id));
-        }
-    }
-    for ((table, level), mut files) in levels {
-        files.sort();
-        for pair in files.windows(2) {
-            let (a, b) = (&pair[0], &pair[1]);
-            if b.0 <= a.1 {
-                let table = m.tables.get(&table).cloned().unwrap_or_default();
-                report.add(
-                    Severity::Error,
-                    &sst_file_name(b.2),
-                    None,
-                    Some(b.0),
-                    format!(
-                        "its rows overlap those of {} on level {level} of table {table:?}",
-                        sst_file_name(a.2)
-                    ),
-                    Remedy::None,
-                );
-            }
-        }
-    }
-}
-
-/// Checks the WAL segments after `flushed` (the earlier ones the next open deletes).
-/// `numbered` says whether `flushed` is known (the manifest was read or is absent).
-fn check_wal(dir: &Path, flushed: u64, numbered: bool, report: &mut VerifyReport) -> Result<()> {
-    let segments: Vec<(u64, PathBuf)> = list_segments(dir)?
-        .into_iter()
-        .filter(|(n, _)| *n > flushed)
-        .collect();
-    if let Some((first, _)) = segments.first()
-        && numbered
-        && *first > flushed + 1
-    {
-        report.add(
-            Severity::Warning,
-            &segment_file_name(*first),
-            None,
-            None,
-            format!(
-                "WAL segments {} to {} are missing; any writes in them were lost",
-                flushed + 1,
-                first - 1
-            ),
-            Remedy::None,
-        );
-    }
-    let mut prev: Option<u64> = None;
-    for (i, (number, path)) in segments.iter().enumerate() {
-        let name = segment_file_name(*number);
-        if let Some(p) = prev
-            && *number > p + 1
-        {
-            let remedy = if number - p - 1 <= MAX_GAP_FILL {
-                for missing in p + 1..*number {
-                    report.segments.insert(missing, SegmentAction::Create);
-                }
-                Remedy::CreateSegment
-            } else {
-                Remedy::None
-            };
-            report.add(
-                Severity::Error,
-                &name,
-                None,
-                None,
-                format!(
-                    "WAL segments {} to {} are missing before it: recovery refuses the log",
-                    p + 1,
-                    number - 1
-                ),
-                remedy,
-            );
-        }
-        prev = Some(*number);
-        let last = i + 1 == segments.len();
-        let action = match std::fs::read(path) {
-            Ok(file) => check_segment(&name, *number, &file, last, report),
-            Err(e) => {
-                report.add(
-                    Severity::Error,
-                    &name,
-                    None,
-                    None,
-                    format!("cannot read the segment: {e}"),
-                    Remedy::RewriteSegment,
-                );
-                SegmentAction::Rewrite
-            }
-        };
-        report.segments.insert(*number, action);
-    }
-    Ok(())
-}
-
-/// Checks one segment's bytes; returns what repair does with it.
-fn check_segment(
-    name: &str,
-    number: u64,
-    file: &[u8],
-    last: bool,
-    report: &mut VerifyReport,
-) -> SegmentAction {
-    let scan = wal::scan(file, number);
-    report.counts.wal_segments += 1;
-    report.counts.wal_records += scan.records.len() as u64;
-    let mut rewrite = false;
-    let mut error = |report: &mut VerifyReport, offset: u64, detail: String| {
-        rewrite = true;
-        report.add(
-            Severity::Error,
-            name,
-            Some(offset),
-            None,
-            detail,
-            Remedy::RewriteSegment,
-        );
-    };
-    match &scan.header {
-        wal::HeaderState::Good => {}
-        wal::HeaderState::Unsupported(d) => {
-            report.add(
-                Severity::Error,
-                name,
-                Some(0),
-                None,
-                d.clone(),
-                Remedy::None,
-            );
-            return SegmentAction::Keep;
-        }
-        wal::HeaderState::WrongNumber(n) => {
-            error(report, 0, format!("the header says segment {n}"));
-        }
-        wal::HeaderState::Damaged(d) => {
-            if last && scan.records.is_empty() && scan.bad.is_empty() {
-                report.add(
-                    Severity::Warning,
-                    name,
-                    Some(0),
-                    None,
-                    format!(
-                        "{d}: a crash hit the segment's creation; the next open starts it afresh"
-                    ),
-                    Remedy::None,
-                );
-            } else {
-                error(report, 0, d.clone());
-            }
-        }
-    }
-    for (offset, detail) in &scan.bad {
-        let detail = if detail.starts_with("record does not decode") {
-            detail.clone()
-        } else {
-            format!("{detail}, with good records after it")
-        };
-        error(report, *offset, detail);
-    }
-    if let Some((offset, detail)) = &scan.tail {
-        let dropped = file.len() as u64 - offset;
-        if last {
-            report.add(
-                Severity::Warning,
-                name,
-                Some(*offset),
-                None,
-                format!(
-                    "torn end of the log ({detail}): the next open drops these {dropped} bytes, \
-                     which only writes never acknowledged as durable can be in"
-                ),
-                Remedy::None,
-            );
-        } else {
-            error(
-                report,
-                *offset,
-                format!("{detail}; {dropped} bytes cannot be read, and later segments follow"),
-            );
-        }
-    }
-    if rewrite {
-        SegmentAction::Rewrite
-    } else {
-        SegmentAction::Keep
-    }
 }
 
 #[cfg(test)]

@@ -8,11 +8,15 @@
 //! silently drop the good records after it.
 
 use std::ops::Range;
+use std::path::{Path, PathBuf};
 
+use super::{MAX_GAP_FILL, Remedy, SegmentAction, Severity, VerifyReport};
+use crate::error::Result;
 use crate::wal::decode_entry;
+use crate::wal::recovery::list_segments;
 use crate::wal::segment::{
     HEADER_BYTES, HeaderError, MAX_PAYLOAD_BYTES, RECORD_HEADER_BYTES, RecordIter, decode_header,
-    encode_header,
+    encode_header, segment_file_name,
 };
 
 /// What is wrong with a segment's header.
@@ -120,6 +124,176 @@ pub(super) fn rewrite(file: &[u8], number: u64, scan: &SegmentScan) -> Vec<u8> {
 /// An empty segment `number`: its header only.
 pub(super) fn empty(number: u64) -> Vec<u8> {
     encode_header(number).to_vec()
+}
+
+/// Checks the WAL segments after `flushed` (the earlier ones the next open deletes).
+/// `numbered` says whether `flushed` is known (the manifest was read or is absent).
+pub(super) fn check_wal(
+    dir: &Path,
+    flushed: u64,
+    numbered: bool,
+    report: &mut VerifyReport,
+) -> Result<()> {
+    let segments: Vec<(u64, PathBuf)> = list_segments(dir)?
+        .into_iter()
+        .filter(|(n, _)| *n > flushed)
+        .collect();
+    if let Some((first, _)) = segments.first()
+        && numbered
+        && *first > flushed + 1
+    {
+        report.add(
+            Severity::Warning,
+            &segment_file_name(*first),
+            None,
+            None,
+            format!(
+                "WAL segments {} to {} are missing; any writes in them were lost",
+                flushed + 1,
+                first - 1
+            ),
+            Remedy::None,
+        );
+    }
+    let mut prev: Option<u64> = None;
+    for (i, (number, path)) in segments.iter().enumerate() {
+        let name = segment_file_name(*number);
+        if let Some(p) = prev
+            && *number > p + 1
+        {
+            let remedy = if number - p - 1 <= MAX_GAP_FILL {
+                for missing in p + 1..*number {
+                    report.segments.insert(missing, SegmentAction::Create);
+                }
+                Remedy::CreateSegment
+            } else {
+                Remedy::None
+            };
+            report.add(
+                Severity::Error,
+                &name,
+                None,
+                None,
+                format!(
+                    "WAL segments {} to {} are missing before it: recovery refuses the log",
+                    p + 1,
+                    number - 1
+                ),
+                remedy,
+            );
+        }
+        prev = Some(*number);
+        let last = i + 1 == segments.len();
+        let action = match std::fs::read(path) {
+            Ok(file) => check_segment(&name, *number, &file, last, report),
+            Err(e) => {
+                report.add(
+                    Severity::Error,
+                    &name,
+                    None,
+                    None,
+                    format!("cannot read the segment: {e}"),
+                    Remedy::RewriteSegment,
+                );
+                SegmentAction::Rewrite
+            }
+        };
+        report.segments.insert(*number, action);
+    }
+    Ok(())
+}
+
+/// Checks one segment's bytes; returns what repair does with it.
+fn check_segment(
+    name: &str,
+    number: u64,
+    file: &[u8],
+    last: bool,
+    report: &mut VerifyReport,
+) -> SegmentAction {
+    let scan = scan(file, number);
+    report.counts.wal_segments += 1;
+    report.counts.wal_records += scan.records.len() as u64;
+    let mut rewrite = false;
+    let mut error = |report: &mut VerifyReport, offset: u64, detail: String| {
+        rewrite = true;
+        report.add(
+            Severity::Error,
+            name,
+            Some(offset),
+            None,
+            detail,
+            Remedy::RewriteSegment,
+        );
+    };
+    match &scan.header {
+        HeaderState::Good => {}
+        HeaderState::Unsupported(d) => {
+            report.add(
+                Severity::Error,
+                name,
+                Some(0),
+                None,
+                d.clone(),
+                Remedy::None,
+            );
+            return SegmentAction::Keep;
+        }
+        HeaderState::WrongNumber(n) => {
+            error(report, 0, format!("the header says segment {n}"));
+        }
+        HeaderState::Damaged(d) => {
+            if last && scan.records.is_empty() && scan.bad.is_empty() {
+                report.add(
+                    Severity::Warning,
+                    name,
+                    Some(0),
+                    None,
+                    format!(
+                        "{d}: a crash hit the segment's creation; the next open starts it afresh"
+                    ),
+                    Remedy::None,
+                );
+            } else {
+                error(report, 0, d.clone());
+            }
+        }
+    }
+    for (offset, detail) in &scan.bad {
+        let detail = if detail.starts_with("record does not decode") {
+            detail.clone()
+        } else {
+            format!("{detail}, with good records after it")
+        };
+        error(report, *offset, detail);
+    }
+    if let Some((offset, detail)) = &scan.tail {
+        let dropped = file.len() as u64 - offset;
+        if last {
+            report.add(
+                Severity::Warning,
+                name,
+                Some(*offset),
+                None,
+                format!(
+                    "torn end of the log ({detail}): the next open drops these {dropped} bytes, \
+                     which only writes never acknowledged as durable can be in"
+                ),
+                Remedy::None,
+            );
+        } else {
+            error(
+                report,
+                *offset,
+                format!("{detail}; {dropped} bytes cannot be read, and later segments follow"),
+            );
+        }
+    }
+    if rewrite {
+        SegmentAction::Rewrite
+    } else {
+        SegmentAction::Keep
+    }
 }
 
 #[cfg(test)]
