@@ -302,4 +302,58 @@ mod tests {
         assert_eq!(check.entries, added);
         Ok(())
     }
+
+    #[test]
+    fn properties_that_disagree_with_the_blocks_are_found_and_a_rewrite_fixes_them() -> Result<()> {
+        use super::super::footer::{BlockHandle, FOOTER_LEN, Footer};
+        use crate::block::trailer;
+        use crate::options::Compression;
+
+        let fs = MemFs::new();
+        write(&fs, "a.sst", &entries(50))?;
+        let reader = open(&fs, "a.sst")?;
+        let footer = reader.footer();
+        let mut props = reader.properties().clone();
+        props.entry_count += 1;
+        props.max_seq = 1000;
+        // The file with its properties block replaced (and the footer pointing at it).
+        let bytes = fs.get("a.sst").unwrap_or_default();
+        let mut out = bytes[..footer.props.offset as usize].to_vec();
+        let len = trailer::encode(&props.encode(), Compression::None, &mut out)?;
+        let footer = Footer {
+            props: BlockHandle {
+                offset: footer.props.offset,
+                len: len as u64,
+            },
+            ..footer
+        };
+        out.extend_from_slice(&footer.encode());
+        assert_eq!(
+            out.len() - FOOTER_LEN,
+            (footer.props.end().unwrap_or(0)) as usize
+        );
+        fs.put("b.sst", out);
+
+        let check = open(&fs, "b.sst")?.check();
+        assert_eq!(check.problems.len(), 1, "{check:?}");
+        let p = &check.problems[0];
+        assert_eq!(p.offset, footer.props.offset);
+        assert!(!p.lost);
+        assert!(
+            p.detail.contains("entry count 51, blocks hold 50"),
+            "{}",
+            p.detail
+        );
+        assert!(
+            p.detail.contains("largest sequence number 1000"),
+            "{}",
+            p.detail
+        );
+
+        let mut b = SstBuilder::new(fs.create("c.sst")?, "c.sst", &TableOptions::default(), 1);
+        assert_eq!(open(&fs, "b.sst")?.salvage_into(&mut b)?, 50);
+        b.finish()?;
+        assert_eq!(open(&fs, "c.sst")?.check().problems, vec![]);
+        Ok(())
+    }
 }

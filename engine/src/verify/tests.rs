@@ -306,3 +306,60 @@ fn a_damaged_manifest_is_an_error_that_nothing_can_open() -> Result<()> {
     assert!(verify(dir.path().join("nope")).is_err());
     Ok(())
 }
+
+#[test]
+fn an_inconsistent_manifest_is_reported() -> Result<()> {
+    let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+    build(dir.path())?;
+    let fs = LocalFs::new(dir.path())?;
+    let mut m = Manifest::load(&fs)?.unwrap_or_default();
+    // Both files (of the same rows) on level 1 of one table, and a file named twice, of a
+    // table the manifest does not know.
+    let table = m.files[0].table;
+    for f in &mut m.files {
+        f.table = table;
+        f.level = 1;
+    }
+    let mut twice = m.files[0].clone();
+    twice.table = 77;
+    m.files.push(twice);
+    m.store(&fs)?;
+    let report = verify(dir.path())?;
+    let details: Vec<&str> = report.findings.iter().map(|f| f.detail.as_str()).collect();
+    assert!(details.iter().any(|d| d.contains("twice")), "{details:?}");
+    assert!(
+        details.iter().any(|d| d.contains("unknown table 77")),
+        "{details:?}"
+    );
+    assert!(details.iter().any(|d| d.contains("overlap")), "{details:?}");
+    assert!(report.findings.iter().all(|f| f.remedy == Remedy::None));
+    Ok(())
+}
+
+#[test]
+fn without_a_manifest_every_sst_is_unnamed_and_repair_moves_them() -> Result<()> {
+    let src = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+    build(src.path())?;
+    let name = sst_of(&verify(src.path())?, "a");
+    let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+    {
+        let db = Db::open(dir.path(), opts())?;
+        write(&db, "a", 0..10)?;
+        db.close()?;
+    }
+    assert!(!dir.path().join(MANIFEST_NAME).exists());
+    std::fs::copy(src.path().join(&name), dir.path().join(&name))
+        .map_err(|e| Error::io("copy", e))?;
+    let report = verify(dir.path())?;
+    assert_eq!(
+        (report.errors(), report.warnings()),
+        (0, 1),
+        "{:?}",
+        report.findings
+    );
+    let (done, db) = repair_and_reopen(dir.path())?;
+    assert_eq!(done.len(), 1);
+    assert!(dir.path().join("lost+found").join(&name).exists());
+    assert_eq!(readable(&db, "a")?, (0..10).collect::<Vec<_>>());
+    Ok(())
+}

@@ -262,7 +262,7 @@ pub fn repair(report: &VerifyReport, lost_found: &Path) -> Result<Vec<Repaired>>
                 }
             }
         }
-        for name in to_move.iter().chain(&report.orphans) {
+        for name in &to_move {
             move_file(&dir.join(name), &lost_found.join(name))?;
         }
         for (tmp, name) in &rewritten {
@@ -272,10 +272,13 @@ pub fn repair(report: &VerifyReport, lost_found: &Path) -> Result<Vec<Repaired>>
         if changed {
             next.store(&fs)?;
         }
-        for name in &report.orphans {
-            note(name, "moved to lost+found".into(), true);
-        }
     }
+    // Files no manifest names (every SST file, when there is no manifest yet).
+    for name in &report.orphans {
+        move_file(&dir.join(name), &lost_found.join(name))?;
+        note(name, "moved to lost+found".into(), true);
+    }
+    fs.sync_dir()?;
     for (number, action) in &report.segments {
         let name = segment_file_name(*number);
         let path = dir.join(&name);

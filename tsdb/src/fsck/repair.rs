@@ -323,6 +323,31 @@ fn rebuild_index(
     order.extend(unindexed);
     let (mut written, mut deleted) = (0u64, 0u64);
     let id_key = |p: u8, id: u32| meta::key(p, &id.to_be_bytes());
+    // Stale rows go first: a row deleted and then written in one batch keeps the write.
+    let n = order.len() as u64;
+    let mut stale: Vec<Vec<u8>> = old.bad_keys;
+    stale.extend(
+        old.by_id
+            .keys()
+            .filter(|id| u64::from(**id) >= n)
+            .map(|id| id_key(meta::SERIES_BY_ID_PREFIX, *id)),
+    );
+    stale.extend(
+        old.lasts
+            .keys()
+            .filter(|id| u64::from(**id) >= n)
+            .map(|id| id_key(meta::LAST_PREFIX, *id)),
+    );
+    stale.extend(
+        old.by_tsuid
+            .keys()
+            .filter(|t| !old_id.contains_key(t) && !newest.contains_key(*t))
+            .map(|t| meta::key(meta::SERIES_BY_TSUID_PREFIX, t.as_bytes())),
+    );
+    for key in stale {
+        w.op(|b| b.delete_row(meta_t, &key))?;
+        deleted += 1;
+    }
     for (new_id, t) in order.iter().enumerate() {
         let new_id = u32::try_from(new_id).map_err(|_| Error::SeriesExhausted {
             count: order.len() as u64,
@@ -353,30 +378,6 @@ fn rebuild_index(
             }
             _ => {}
         }
-    }
-    let n = order.len() as u64;
-    let mut stale: Vec<Vec<u8>> = old.bad_keys;
-    stale.extend(
-        old.by_id
-            .keys()
-            .filter(|id| u64::from(**id) >= n)
-            .map(|id| id_key(meta::SERIES_BY_ID_PREFIX, *id)),
-    );
-    stale.extend(
-        old.lasts
-            .keys()
-            .filter(|id| u64::from(**id) >= n)
-            .map(|id| id_key(meta::LAST_PREFIX, *id)),
-    );
-    stale.extend(
-        old.by_tsuid
-            .keys()
-            .filter(|t| !old_id.contains_key(t) && !newest.contains_key(*t))
-            .map(|t| meta::key(meta::SERIES_BY_TSUID_PREFIX, t.as_bytes())),
-    );
-    for key in stale {
-        w.op(|b| b.delete_row(meta_t, &key))?;
-        deleted += 1;
     }
     Ok((written, deleted))
 }

@@ -374,3 +374,46 @@ fn a_malformed_data_rowkey_is_moved_out() -> TestResult {
     assert!(saved.contains("tsdb 0073686F7274 000000 0005"), "{saved}");
     Ok(())
 }
+
+#[test]
+fn a_stale_series_row_and_a_bad_last_point_are_rebuilt() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    build(dir.path())?;
+    {
+        let db = engine(dir.path())?;
+        let t = db.table(META_TABLE).ok_or("meta")?;
+        let tsuid = db
+            .get(
+                &t,
+                &meta::key(meta::SERIES_BY_ID_PREFIX, &1u32.to_be_bytes()),
+                meta::SERIES_TSUID_COLUMN,
+            )?
+            .ok_or("no i row")?;
+        let s_key = meta::key(meta::SERIES_BY_TSUID_PREFIX, &tsuid);
+        put(
+            &db,
+            META_TABLE,
+            &s_key,
+            meta::SERIES_ID_COLUMN,
+            &7u32.to_be_bytes(),
+        )?;
+        let l_key = meta::key(meta::LAST_PREFIX, &0u32.to_be_bytes());
+        put(&db, META_TABLE, &l_key, meta::LAST_COLUMN, b"short")?;
+        let report = fsck(&db)?;
+        let rows: Vec<&[u8]> = report.problems.iter().map(|p| &p.row[..]).collect();
+        assert_eq!(rows, vec![&l_key[..], &s_key[..]], "{:?}", report.problems);
+        assert!(
+            report
+                .problems
+                .iter()
+                .all(|p| p.remedy == FsckRemedy::RebuildIndex)
+        );
+    }
+    assert!(Tsdb::open(dir.path(), TsdbOptions::default()).is_err());
+    repair_clean(dir.path(), &dir.path().join("lost+found"))?;
+    assert_eq!(points(dir.path())?, vec![POINTS_PER_SERIES; 3]);
+    let tsdb = Tsdb::open(dir.path(), TsdbOptions::default())?;
+    let last = tsdb.series_info(0)?.and_then(|s| s.last).map(|l| l.0);
+    assert_eq!(last, Some((HOUR + 7200 + 14 * 60) * 1000));
+    Ok(())
+}
