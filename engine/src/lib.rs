@@ -24,6 +24,7 @@ mod read;
 mod scan;
 mod sst;
 mod stats;
+mod verify;
 mod wal;
 
 pub use batch::WriteBatch;
@@ -37,3 +38,7 @@ pub use scan::{Cell, Row, RowFilter, RowIter, ScanOptions};
 #[cfg(feature = "testing")]
 pub use sst::fuzz_read_sst;
 pub use stats::{EngineStats, LevelStats};
+pub use verify::{
+    CheckView, Finding, Remedy, Repaired, Severity, SstFileInfo, VerifyCounts, VerifyReport,
+    repair, verify,
+};

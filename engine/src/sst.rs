@@ -31,6 +31,7 @@
 //!    and the offset of the bad block (or of the footer); it never panics or returns wrong data.
 
 mod builder;
+mod check;
 mod filter;
 mod footer;
 mod index;

@@ -64,7 +64,7 @@
 
 mod entry;
 pub(crate) mod recovery;
-mod segment;
+pub(crate) mod segment;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;

@@ -5,6 +5,7 @@ mod api;
 mod cli;
 mod exact_values;
 mod export;
+mod fsck;
 mod grafana;
 mod harness;
 mod http_put;

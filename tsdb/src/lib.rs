@@ -10,6 +10,7 @@ mod clock;
 mod error;
 mod filter;
 mod fold;
+mod fsck;
 mod meta;
 mod point;
 mod read;
@@ -27,6 +28,9 @@ pub use annotation::{Annotation, annotation_time_ms};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind, Result};
 pub use filter::{Filter, FilterKind};
+pub use fsck::{
+    FsckCounts, FsckProblem, FsckRemedy, FsckRepaired, FsckReport, SAVED_CELLS, fsck, fsck_repair,
+};
 pub use point::{Point, PointRef};
 pub use read::{PointColumns, Series, SeriesColumns, SeriesPoints, ValueColumn};
 pub use rowcompact::{RowCompactStats, RowCompactor};

@@ -35,7 +35,7 @@ pub(crate) const UID_LEN: usize = 3;
 /// Largest UID on 3 bytes.
 pub const MAX_UID: u32 = (1 << 24) - 1;
 /// Row of the per-kind counters.
-const COUNTER_ROW: &[u8] = &[0];
+pub(crate) const COUNTER_ROW: &[u8] = &[0];
 
 /// A 3-byte unique id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -106,7 +106,7 @@ impl UidKind {
         self as usize
     }
 
-    fn id_column(self) -> &'static [u8] {
+    pub(crate) fn id_column(self) -> &'static [u8] {
         match self {
             UidKind::Metric => b"id:metrics",
             UidKind::Tagk => b"id:tagk",
@@ -114,7 +114,7 @@ impl UidKind {
         }
     }
 
-    fn name_column(self) -> &'static [u8] {
+    pub(crate) fn name_column(self) -> &'static [u8] {
         match self {
             UidKind::Metric => b"name:metrics",
             UidKind::Tagk => b"name:tagk",
@@ -122,7 +122,7 @@ impl UidKind {
         }
     }
 
-    fn max_column(self) -> &'static [u8] {
+    pub(crate) fn max_column(self) -> &'static [u8] {
         match self {
             UidKind::Metric => b"max:metrics",
             UidKind::Tagk => b"max:tagk",

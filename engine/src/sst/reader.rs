@@ -113,6 +113,11 @@ impl SstReader {
         &self.props
     }
 
+    /// Where the index, filter and properties blocks are (for `check.rs`'s reports).
+    pub(super) fn footer(&self) -> Footer {
+        self.footer
+    }
+
     /// False if no row of `range` lies in the file's row range (or the file is empty).
     pub(crate) fn overlaps(&self, range: &RowRange) -> bool {
         self.props.entry_count != 0
