@@ -24,6 +24,8 @@ mod read;
 mod scan;
 mod sst;
 mod stats;
+#[cfg(feature = "testing")]
+mod testing;
 mod wal;
 
 pub use batch::WriteBatch;
@@ -35,5 +37,7 @@ pub use options::{
 };
 pub use scan::{Cell, Row, RowFilter, RowIter, ScanOptions};
 #[cfg(feature = "testing")]
-pub use sst::fuzz_read_sst;
+pub use sst::{fuzz_fix_sst_checksums, fuzz_read_sst};
 pub use stats::{EngineStats, LevelStats};
+#[cfg(feature = "testing")]
+pub use testing::{WalReplay, fuzz_fix_wal_checksums, fuzz_replay_wal};
