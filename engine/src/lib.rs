@@ -25,6 +25,8 @@ mod scan;
 mod sst;
 mod stats;
 mod verify;
+#[cfg(feature = "testing")]
+mod testing;
 mod wal;
 
 pub use batch::WriteBatch;
@@ -36,9 +38,11 @@ pub use options::{
 };
 pub use scan::{Cell, Row, RowFilter, RowIter, ScanOptions};
 #[cfg(feature = "testing")]
-pub use sst::fuzz_read_sst;
+pub use sst::{fuzz_fix_sst_checksums, fuzz_read_sst};
 pub use stats::{EngineStats, LevelStats};
 pub use verify::{
     CheckView, Finding, Remedy, Repaired, Severity, SstFileInfo, VerifyCounts, VerifyReport,
     repair, verify,
 };
+#[cfg(feature = "testing")]
+pub use testing::{WalReplay, fuzz_fix_wal_checksums, fuzz_replay_wal};

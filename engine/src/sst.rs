@@ -50,25 +50,89 @@ pub(crate) use properties::Properties;
 pub(crate) use reader::SstReader;
 
 /// Fuzz entry point: opens `bytes` as an SST file and reads everything in it (both scan
-/// directions, and a get of every cell found). Returns the number of entries, or the first error,
-/// which a fuzz target should require to be `Error::Corruption`.
+/// directions, a get of every cell found and of a row after it), once with the index and
+/// filters pinned and once through a block cache too small to keep anything, so every read
+/// re-verifies. Returns the number of entries, or the first error, which a fuzz target should
+/// require to be `Error::Corruption`.
 #[cfg(feature = "testing")]
 pub fn fuzz_read_sst(bytes: &[u8]) -> crate::Result<usize> {
+    use std::sync::Arc;
+
     use crate::fs::FileSystem;
 
     let fs = crate::fs::MemFs::new();
     fs.put("fuzz.sst", bytes.to_vec());
-    let reader = std::sync::Arc::new(reader::SstReader::open(fs.open("fuzz.sst")?, 1, None)?);
     let mut count = 0;
-    for entry in reader.iter(iter::RowRange::default(), false) {
-        let entry = entry?;
-        reader.get(&entry.key.row, &entry.key.column, entry.key.seq)?;
-        count += 1;
-    }
-    for entry in reader.iter(iter::RowRange::default(), true) {
-        entry?;
+    for cache in [None, Some(Arc::new(crate::cache::BlockCache::new(640)))] {
+        let reader = Arc::new(reader::SstReader::open(fs.open("fuzz.sst")?, 1, cache)?);
+        count = 0;
+        for entry in reader.iter(iter::RowRange::default(), false) {
+            let entry = entry?;
+            reader.get(&entry.key.row, &entry.key.column, entry.key.seq)?;
+            let mut after = entry.key.row.to_vec();
+            after.push(0);
+            reader.may_contain_row(&after)?;
+            reader.get(&after, &entry.key.column, u64::MAX)?;
+            count += 1;
+        }
+        for entry in reader.iter(iter::RowRange::default(), true) {
+            entry?;
+        }
     }
     Ok(count)
+}
+
+/// Fuzz helper: rewrites every checksum of `bytes` that its own structure locates (the
+/// footer's, then the trailers of the index, filter and properties blocks, then those of the
+/// data blocks the index lists), so that a mutated file reaches the decoders behind the
+/// checksums. Whatever it cannot locate it leaves as it is.
+#[cfg(feature = "testing")]
+pub fn fuzz_fix_sst_checksums(bytes: &mut [u8]) {
+    use xxhash_rust::xxh3::xxh3_64;
+
+    let fix_block = |bytes: &mut [u8], offset: u64, len: u64| {
+        let (Ok(offset), Ok(len)) = (usize::try_from(offset), usize::try_from(len)) else {
+            return;
+        };
+        let Some(code_at) = offset.checked_add(len) else {
+            return;
+        };
+        if code_at
+            .checked_add(crate::block::trailer::TRAILER_LEN)
+            .is_none_or(|end| end > bytes.len())
+        {
+            return;
+        }
+        let sum = xxh3_64(&bytes[offset..=code_at]);
+        bytes[code_at + 1..code_at + 9].copy_from_slice(&sum.to_be_bytes());
+    };
+    let Some(at) = bytes.len().checked_sub(footer::FOOTER_LEN) else {
+        return;
+    };
+    let field = |bytes: &[u8], i: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&bytes[at + i * 8..at + i * 8 + 8]);
+        u64::from_be_bytes(b)
+    };
+    // Inner checksums first, the footer's last: a damaged handle may point a trailer into the
+    // footer.
+    let (index_offset, index_len) = (field(bytes, 0), field(bytes, 1));
+    // The index block is stored uncompressed: its payload is the encoded index.
+    let data_blocks = usize::try_from(index_offset)
+        .ok()
+        .zip(usize::try_from(index_len).ok())
+        .and_then(|(o, l)| bytes.get(o..o.checked_add(l)?))
+        .and_then(|p| index::decode(p, index_offset).ok())
+        .unwrap_or_default();
+    for e in data_blocks {
+        fix_block(bytes, e.handle.offset, e.handle.len);
+    }
+    for i in 0..3 {
+        let (offset, len) = (field(bytes, 2 * i), field(bytes, 2 * i + 1));
+        fix_block(bytes, offset, len);
+    }
+    let sum = xxh3_64(&bytes[at..at + 56]);
+    bytes[at + 56..].copy_from_slice(&sum.to_be_bytes());
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Telnet framing and `put` parsing on arbitrary bytes: `LineSplitter` cuts the input (as a
 //! socket would deliver it, in two reads), `parse_command` recognises each line and
 //! `parse_put_line` parses the puts. Nothing may panic; a parsed point must satisfy the checks
-//! the parser promises (non-empty metric, at least one tag, a positive timestamp).
+//! the parser promises (non-empty metric, at least one tag, a positive timestamp), and an
+//! error must render as a `put: ` reply line.
 #![no_main]
 
 use bytes::BytesMut;
@@ -33,10 +34,20 @@ fuzz_target!(|data: &[u8]| {
     lines.push(bytes::Bytes::copy_from_slice(data));
     for line in &lines {
         if let Command::Put(_) = parse_command(line) {
-            if let Ok(p) = parse_put_line(line, &cfg) {
-                assert!(!p.metric.is_empty());
-                assert!(!p.tags.is_empty());
-                assert!(p.timestamp > 0);
+            match parse_put_line(line, &cfg) {
+                Ok(p) => {
+                    assert!(!p.metric.is_empty());
+                    assert!(!p.tags.is_empty());
+                    assert!(p.timestamp > 0);
+                }
+                // An error must render as one reply line.
+                Err(e) => {
+                    let reply = e.reply_line();
+                    assert!(
+                        reply.starts_with("put: ") && reply.ends_with('\n'),
+                        "{reply}"
+                    );
+                }
             }
         }
     }

@@ -1,14 +1,17 @@
-//! A stable-toolchain stand-in for the cargo-fuzz targets in `fuzz/`: bounded proptest runs
-//! that feed arbitrary bytes, and mutations of valid lines and bodies, to every parser of the
-//! write protocols. Nothing may panic; results must keep the parsers' promises. The case
-//! counts keep the whole file to a few seconds.
+//! A stable-toolchain stand-in for the `telnet_put_line`, `telnet_put_head` and
+//! `http_put_body` cargo-fuzz targets in `fuzz/`: bounded proptest runs that feed arbitrary
+//! bytes, and mutations of valid lines and bodies, to every parser of the write protocols.
+//! Nothing may panic; results must keep the parsers' promises (among them the telnet fast
+//! path's, `parse_put_head`, against the full parser). The case counts keep the whole file to
+//! a few seconds.
 
 use std::io::Write as _;
 
 use bytes::BytesMut;
 use proptest::prelude::*;
 use strata_ingest::{
-    Command, LineSplitter, ParseConfig, decode_body, parse_command, parse_put_body, parse_put_line,
+    Command, LineSplitter, Num, ParseConfig, decode_body, is_millis, parse_command, parse_put_body,
+    parse_put_head, parse_put_line,
 };
 
 /// Cases per property: enough to cover each mutation kind many times, small enough for CI.
@@ -23,6 +26,18 @@ const VALID_LINES: &[&str] = &[
     "put m 1 NaN h=a",
     "version",
     "stats\n",
+];
+
+/// Lines the telnet fast path takes, and some it must leave to the full parser.
+const HEAD_LINES: &[&str] = &[
+    "put sys.cpu.user 1356998400 42 host=web01 cpu=0",
+    "put sys.cpu.user 1356998400123 -7.25 host=web01\r\n",
+    "put m 4294967295999 123456789012345678 h=a",
+    "put m 1 0.000000000000001 h=a\n",
+    "put m 1356998400 1 h=a h=a",
+    "put m 1356998400 1 h=a  b=c",
+    "put m 1356998400 1 ",
+    "put m\t1 1 h=a",
 ];
 
 const VALID_BODIES: &[&str] = &[
@@ -104,6 +119,39 @@ fn check_line(data: &[u8]) {
     }
 }
 
+/// Runs the telnet fast path over `line`: what it takes is well formed, and it keeps its
+/// promise (see `parse_put_head`): if the full parser takes a line with the same metric and
+/// tag text, it takes this line too, to that line's names and the head's timestamp and value.
+fn check_head(line: &[u8]) {
+    let Some(h) = parse_put_head(line) else {
+        return;
+    };
+    assert!(line.starts_with(b"put "));
+    assert!(!h.metric.contains(&b' '));
+    assert!(h.timestamp > 0 && h.millis == is_millis(h.timestamp));
+    if let Num::Float(v) = h.value {
+        assert!(v.is_finite());
+    }
+    let cfg = ParseConfig::new();
+    let full = parse_put_line(line, &cfg);
+    if let Ok(p) = &full {
+        assert_eq!(p.metric.as_bytes(), h.metric);
+        assert_eq!(
+            (p.timestamp, p.millis, p.value),
+            (h.timestamp, h.millis, h.value)
+        );
+    }
+    // `\r\n` is exactly what the full parser strips from `seen`, so its tag text is the
+    // head's even when that ends in `\r` or `\n` (as in "...\r\n\n").
+    let seen = [b"put ", h.metric, b" 1356998400 1 ", h.tags, b"\r\n"].concat();
+    if let Ok(known) = parse_put_line(&seen, &cfg) {
+        let p = full.unwrap_or_else(|e| {
+            panic!("the head took {line:?}, the full parser refused it ({e}) after {seen:?}")
+        });
+        assert_eq!((p.metric, p.tags), (known.metric, known.tags));
+    }
+}
+
 /// Runs the HTTP path over `body` and checks the counts add up.
 fn check_body(body: &[u8], gzip: bool) {
     let decoded = match decode_body(body, gzip, 1 << 20) {
@@ -150,6 +198,25 @@ proptest! {
         mutations in prop::collection::vec(mutation(), 1..6),
     ) {
         check_line(&apply(base.as_bytes().to_vec(), &mutations));
+    }
+
+    #[test]
+    fn arbitrary_bytes_keep_the_fast_path_promise(
+        data in prop::collection::vec(any::<u8>(), 0..160),
+        prefixed in any::<bool>(),
+    ) {
+        let line = if prefixed { [&b"put "[..], &data].concat() } else { data };
+        check_head(&line);
+    }
+
+    #[test]
+    fn mutated_put_lines_keep_the_fast_path_promise(
+        base in prop::sample::select([HEAD_LINES, VALID_LINES].concat()),
+        mutations in prop::collection::vec(mutation(), 1..6),
+    ) {
+        let line = apply(base.as_bytes().to_vec(), &mutations);
+        check_head(&line);
+        check_line(&line);
     }
 
     #[test]
@@ -234,4 +301,20 @@ fn hostile_shapes_are_errors_not_crashes() {
     );
     check_line(&vec![b'9'; 100_000]);
     check_line(b"put m 99999999999999999999999.9 1 h=a");
+    for line in HEAD_LINES {
+        check_head(line.as_bytes());
+    }
+    assert!(parse_put_head(HEAD_LINES[0].as_bytes()).is_some());
+}
+
+/// Found by the `telnet_put_head` fuzzer: a line ending in `\r\n\n` keeps `\r\n` in its
+/// tag text (one terminator is stripped), so the line that shares it must end in it too.
+#[test]
+fn fast_path_promise_holds_for_a_line_with_two_terminators() {
+    let line = b"put sys.cpu.user 13569984123 -7.25 host=web00\r\n\n";
+    let head = parse_put_head(line).expect("the fast path takes the line");
+    assert_eq!(head.tags, b"host=web00\r\n");
+    assert!(parse_put_line(line, &ParseConfig::new()).is_err());
+    check_head(line);
+    check_head(b"put m 1356998400 1 h=a\r\r");
 }

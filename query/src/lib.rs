@@ -27,6 +27,8 @@ mod num;
 mod output;
 mod parse;
 mod rate;
+#[cfg(feature = "testing")]
+mod testing;
 mod time;
 mod window;
 
@@ -49,5 +51,7 @@ pub use num::{Num, Point};
 pub use output::{annotation_json, error_body, render};
 pub use parse::{parse_get, parse_json, parse_m, parse_query_string, parse_tsuid_param};
 pub use rate::{RateOptions, rate};
+#[cfg(feature = "testing")]
+pub use testing::validate_query;
 pub use time::{parse_duration, parse_time, parse_time_range};
 pub use window::scan_window;

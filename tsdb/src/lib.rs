@@ -19,6 +19,8 @@ mod rowkey;
 mod series_cache;
 mod series_index;
 mod stats;
+#[cfg(feature = "testing")]
+mod testing;
 mod tsdb;
 mod uid;
 mod validate;
@@ -36,6 +38,8 @@ pub use read::{PointColumns, Series, SeriesColumns, SeriesPoints, ValueColumn};
 pub use rowcompact::{RowCompactStats, RowCompactor};
 pub use rowkey::{ROW_SPAN_SECS, RowKey, Tsuid, salt_of};
 pub use stats::TsdbStats;
+#[cfg(feature = "testing")]
+pub use testing::{decode_row, fix_block_checksum, partial_block_cell, raw_cell};
 pub use tsdb::{SeriesHandle, SeriesInfo, SeriesPoint, Tsdb, TsdbOptions};
 pub use uid::{MAX_UID, Uid, UidKind};
 pub use validate::NameRules;

@@ -2,6 +2,7 @@
 
 mod crash;
 mod fold;
+mod fuzz_standin;
 mod golden;
 mod group_commit;
 mod lsm;

@@ -2,6 +2,7 @@
 
 mod api_query;
 mod formats;
+mod fuzz_standin;
 mod newest;
 mod parallel;
 

@@ -1,5 +1,6 @@
 //! Integration tests of strata-tsdb, one module per topic.
 
+mod fuzz_standin;
 mod index;
 mod model;
 mod rowcompact;
