@@ -24,9 +24,9 @@ mod read;
 mod scan;
 mod sst;
 mod stats;
-mod verify;
 #[cfg(feature = "testing")]
 mod testing;
+mod verify;
 mod wal;
 
 pub use batch::WriteBatch;
@@ -40,9 +40,9 @@ pub use scan::{Cell, Row, RowFilter, RowIter, ScanOptions};
 #[cfg(feature = "testing")]
 pub use sst::{fuzz_fix_sst_checksums, fuzz_read_sst};
 pub use stats::{EngineStats, LevelStats};
+#[cfg(feature = "testing")]
+pub use testing::{WalReplay, fuzz_fix_wal_checksums, fuzz_replay_wal};
 pub use verify::{
     CheckView, Finding, Remedy, Repaired, Severity, SstFileInfo, VerifyCounts, VerifyReport,
     repair, verify,
 };
-#[cfg(feature = "testing")]
-pub use testing::{WalReplay, fuzz_fix_wal_checksums, fuzz_replay_wal};
