@@ -30,7 +30,7 @@ use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
 use crate::compaction::{self, FileSummary, Plan, PlanOptions};
 use crate::error::{Error, Result};
-use crate::fs::{FileSystem, LocalFs};
+use crate::fs::{AtomicWriteError, FileSystem, LocalFs};
 use crate::key::{Entry, EntryKind, Found};
 use crate::manifest::{FileMeta, MANIFEST_NAME, Manifest, parse_sst_file_name, sst_file_name};
 use crate::memtable::Memtable;
@@ -147,6 +147,8 @@ struct State {
 
 #[derive(Debug, Default)]
 struct Counters {
+    flush_errors: AtomicU64,
+    compaction_errors: AtomicU64,
     write_stalls: AtomicU64,
     write_stall_micros: AtomicU64,
     flushes: AtomicU64,
@@ -169,7 +171,7 @@ struct Signal {
 struct Inner {
     opts: DbOptions,
     dir: PathBuf,
-    fs: LocalFs,
+    fs: Arc<dyn FileSystem>,
     cache: Arc<BlockCache>,
     state: RwLock<Arc<State>>,
     tables: RwLock<BTreeMap<String, Table>>,
@@ -195,6 +197,10 @@ struct Inner {
     applier: Arc<Signal>,
     /// Signalled after each flush, for stalled writers.
     flushed: (Mutex<()>, Condvar),
+    /// SST files that no manifest in place names but that one which may be on disk does (its
+    /// store failed after the rename), or that could not be deleted: deleted after the next
+    /// manifest store.
+    orphans: Mutex<Vec<u64>>,
     counters: Counters,
 }
 
@@ -251,8 +257,8 @@ impl Db {
     }
 
     fn open_claimed(dir: &Path, opts: DbOptions) -> Result<Db> {
-        let fs = LocalFs::new(dir)?;
-        let manifest = Manifest::load(&fs)?.unwrap_or(Manifest {
+        let fs = opts.faults.wrap(Arc::new(LocalFs::new(dir)?));
+        let manifest = Manifest::load(&*fs)?.unwrap_or(Manifest {
             next_file_id: 1,
             ..Manifest::default()
         });
@@ -269,7 +275,7 @@ impl Db {
                 fs.delete(&name)?;
             }
         }
-        wal::delete_segments_through(dir, manifest.flushed_segment)?;
+        wal::delete_segments_through(&*fs, manifest.flushed_segment)?;
 
         let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
         let mut files = Files::default();
@@ -288,12 +294,8 @@ impl Db {
         let mem = Memtable::new();
         let mut seq = manifest.last_seq;
         let now = opts.clock.now_ms();
-        let mut replay = |payload: &[u8], file: &Path, offset: u64| -> Result<()> {
-            let bad = |detail: String| Error::Corruption {
-                file: file.display().to_string(),
-                offset,
-                detail,
-            };
+        let mut replay = |payload: &[u8], file: &str, offset: u64| -> Result<()> {
+            let bad = |detail: String| Error::corruption(file, offset, detail);
             match decode_entry(payload).map_err(bad)? {
                 DecodedEntry::Table { id, name } => {
                     tables.insert(name.to_string(), Table::new(id, name.into()));
@@ -306,7 +308,7 @@ impl Db {
             Ok(())
         };
         let wal = Arc::new(Wal::open_from(
-            dir,
+            fs.clone(),
             opts.wal_segment_bytes,
             manifest.flushed_segment + 1,
             &mut replay,
@@ -339,6 +341,7 @@ impl Db {
             compact_signal: compact_signal.clone(),
             applier: applier.clone(),
             flushed: (Mutex::new(()), Condvar::new()),
+            orphans: Mutex::new(Vec::new()),
             counters: Counters::default(),
         });
         spawn_worker(
@@ -537,6 +540,10 @@ impl Db {
                     .sum::<u64>(),
             frozen_memtables: state.frozen.len() as u64,
             levels,
+            write_failed: inner.wal.has_failed(),
+            wal_batches_refused: wal.refused.load(Ordering::Relaxed),
+            flush_errors: c.flush_errors.load(Ordering::Relaxed),
+            compaction_errors: c.compaction_errors.load(Ordering::Relaxed),
             write_stalls: c.write_stalls.load(Ordering::Relaxed),
             write_stall_micros: c.write_stall_micros.load(Ordering::Relaxed),
             flushes: c.flushes.load(Ordering::Relaxed),
@@ -563,30 +570,51 @@ impl Db {
 }
 
 /// Starts the thread that flushes frozen memtables while the database is open, waking the
-/// compaction thread after each flush.
+/// compaction thread after each flush. It also freezes an active memtable that a failed
+/// freeze left over its size (writers stall on it meanwhile).
 fn spawn_flusher(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
     spawn_worker("strata-flush", "memtable flush", db, signal, |inner| {
-        while inner.flush_oldest()? {
-            inner.compact_signal.wake();
+        let flushed = (|| {
+            inner.freeze_if_full()?;
+            while inner.flush_oldest()? {
+                inner.compact_signal.wake();
+            }
+            Ok(())
+        })();
+        if flushed.is_err() {
+            inner.counters.flush_errors.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(())
+        flushed
     })
 }
 
 /// Starts the thread that runs due compactions while the database is open, apart from the
 /// flush thread: a compaction of a large level takes seconds, and flushes must go on meanwhile.
 fn spawn_compactor(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
-    spawn_worker(
-        "strata-compact",
-        "compaction",
-        db,
-        signal,
-        Inner::compact_due,
-    )
+    spawn_worker("strata-compact", "compaction", db, signal, |inner| {
+        let compacted = inner.compact_due();
+        if compacted.is_err() {
+            inner
+                .counters
+                .compaction_errors
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        compacted
+    })
 }
 
+/// The first wait before a failed background job runs again. Each failure in a row doubles
+/// it, up to [`RETRY_MAX`]; a success resets it. A disk that was full is used again within
+/// seconds of having space, and a lasting failure is retried (and logged) every 10 s rather
+/// than in a tight loop.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+/// The longest wait between retries of a failing background job.
+const RETRY_MAX: Duration = Duration::from_secs(10);
+
 /// Starts thread `name`, which runs `work` whenever `signal` wakes it (and every 100 ms) until
-/// the database is dropped. After a failure it logs it as `what` and waits a second.
+/// the database is dropped. After a failure it logs it as `what` and waits before the next
+/// run, from [`RETRY_FIRST`] doubling to [`RETRY_MAX`]. A failed flush or compaction leaves
+/// the files and the manifest as they were, so running it again is safe.
 fn spawn_worker(
     name: &str,
     what: &'static str,
@@ -597,14 +625,24 @@ fn spawn_worker(
     std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
+            let mut retry: Option<Duration> = None;
             loop {
                 signal.wait();
                 let Some(inner) = db.upgrade() else { break };
                 let result = work(&inner);
                 drop(inner);
-                if let Err(e) = result {
-                    tracing::error!(error = %e, "{what} failed; retrying");
-                    std::thread::sleep(Duration::from_secs(1));
+                match result {
+                    Ok(()) => retry = None,
+                    Err(e) => {
+                        let wait = retry.map_or(RETRY_FIRST, |w| (w * 2).min(RETRY_MAX));
+                        retry = Some(wait);
+                        tracing::error!(
+                            error = %e,
+                            retry_in_ms = wait.as_millis() as u64,
+                            "{what} failed; retrying"
+                        );
+                        std::thread::sleep(wait);
+                    }
                 }
             }
         })
@@ -700,15 +738,31 @@ impl Inner {
         Ok(())
     }
 
-    /// True while writes must wait: too many frozen memtables wait for a flush, or a table's
-    /// level 0 holds too many files.
+    /// Freezes the active memtable if it is past its size: a freeze that failed in
+    /// [`Inner::apply_group`] (the WAL could not start a segment) is retried here.
+    fn freeze_if_full(&self) -> Result<()> {
+        let full = self.state.read().active.approximate_bytes() >= self.opts.memtable_bytes as u64;
+        if !full || self.wal.has_failed() {
+            return Ok(());
+        }
+        let frozen = self.wal.quiesce(|| self.freeze());
+        // Batches queued while this held the commit leadership wait for the apply thread.
+        self.wake_applier(true);
+        frozen
+    }
+
+    /// True while writes must wait: too many frozen memtables wait for a flush, a table's
+    /// level 0 holds too many files, or the active memtable grew to twice its size because it
+    /// could not be frozen.
     fn must_stall(&self) -> bool {
         let state = self.state.read();
         let l0_limit = self
             .opts
             .l0_stall_files
             .max(self.opts.l0_compaction_trigger.max(2) + 1);
+        let mem_limit = (self.opts.memtable_bytes as u64).saturating_mul(2);
         state.frozen.len() >= self.opts.max_frozen_memtables.max(1)
+            || state.active.approximate_bytes() >= mem_limit
             || state
                 .files
                 .tables
@@ -716,7 +770,7 @@ impl Inner {
                 .any(|levels| levels.first().is_some_and(|l0| l0.len() >= l0_limit))
     }
 
-    /// Waits while [`Inner::must_stall`].
+    /// Waits while [`Inner::must_stall`], unless the WAL failed (the write is refused then).
     fn stall_if_needed(&self) {
         if !self.must_stall() {
             return;
@@ -726,7 +780,7 @@ impl Inner {
         tracing::warn!("writes stalled: waiting for memtable flushes or level-0 compactions");
         let (mx, cv) = &self.flushed;
         let mut g = mx.lock();
-        while self.must_stall() {
+        while self.must_stall() && !self.wal.has_failed() {
             cv.wait_for(&mut g, Duration::from_millis(10));
         }
         self.counters
@@ -784,9 +838,7 @@ impl Inner {
         })();
         if result.is_err() {
             drop(builder);
-            if let Err(e) = self.fs.delete(&name) {
-                tracing::warn!(error = %e, file = %name, "could not delete a failed SST");
-            }
+            self.discard(std::iter::once(id), false);
         }
         result
     }
@@ -808,19 +860,25 @@ impl Inner {
         let start = Instant::now();
         let mut written = Vec::new();
         let mut next = manifest.clone();
-        let result = (|| {
+        let result = (|| -> Result<(), AtomicWriteError> {
+            let before = |error| AtomicWriteError {
+                error,
+                maybe_replaced: false,
+            };
             for table in frozen.mem.table_ids() {
                 let id = next.next_file_id;
                 next.next_file_id += 1;
                 let mem = &frozen.mem;
                 let fold = self.table_options(table).flush_fold;
                 let (mut folded, mut rejected) = (0u64, 0u64);
-                let file = self.write_sst(table, 0, id, &mut |add| match &fold {
-                    Some(fold) => {
-                        mem.for_each_folded(table, &*fold.0, &mut folded, &mut rejected, add)
-                    }
-                    None => mem.for_each(table, add),
-                })?;
+                let file = self
+                    .write_sst(table, 0, id, &mut |add| match &fold {
+                        Some(fold) => {
+                            mem.for_each_folded(table, &*fold.0, &mut folded, &mut rejected, add)
+                        }
+                        None => mem.for_each(table, add),
+                    })
+                    .map_err(before)?;
                 self.counters
                     .rows_folded
                     .fetch_add(folded, Ordering::Relaxed);
@@ -838,16 +896,17 @@ impl Inner {
             next.flushed_segment = next.flushed_segment.max(frozen.last_segment);
             next.tables = self.table_registry();
             next.files.extend(written.iter().map(|(m, _)| m.clone()));
-            next.store(&self.fs)
+            next.store(&*self.fs)
         })();
         if let Err(e) = result {
-            // File ids are never reused. The files already written are left alone: if the
-            // manifest write failed after its rename they are live; if not, the next open
-            // deletes them as files the manifest does not name.
+            // File ids are never reused. The memtable stays frozen, to be flushed again.
             manifest.next_file_id = next.next_file_id;
-            return Err(e);
+            drop(manifest);
+            self.discard(written.iter().map(|(m, _)| m.id), e.maybe_replaced);
+            return Err(e.error);
         }
         *manifest = next;
+        self.delete_orphans(&manifest);
         {
             let mut state = self.state.write();
             let mut files = (*state.files).clone();
@@ -932,16 +991,26 @@ impl Inner {
         let mut outputs: Vec<(FileMeta, Arc<SstReader>)> = Vec::new();
         let result = self.write_compaction(table, level, &inputs, plan.bottom, &mut outputs);
         let mut manifest = self.manifest.lock();
-        let installed = result.and_then(|()| {
-            let mut next = manifest.clone();
-            next.files.retain(|f| !plan.inputs.contains(&f.id));
-            next.files.extend(outputs.iter().map(|(m, _)| m.clone()));
-            next.store(&self.fs)?;
-            *manifest = next;
-            Ok(())
-        });
-        // On failure the outputs are left alone, as in a failed flush.
-        installed?;
+        let installed = result
+            .map_err(|error| AtomicWriteError {
+                error,
+                maybe_replaced: false,
+            })
+            .and_then(|()| {
+                let mut next = manifest.clone();
+                next.files.retain(|f| !plan.inputs.contains(&f.id));
+                next.files.extend(outputs.iter().map(|(m, _)| m.clone()));
+                next.store(&*self.fs)?;
+                *manifest = next;
+                Ok(())
+            });
+        if let Err(e) = installed {
+            // The inputs stay live; the outputs go, now or once a later manifest is in place.
+            drop(manifest);
+            self.discard(outputs.iter().map(|(m, _)| m.id), e.maybe_replaced);
+            return Err(e.error);
+        }
+        self.delete_orphans(&manifest);
         let written: u64 = outputs.iter().map(|(m, _)| m.bytes).sum();
         {
             let mut state = self.state.write();
@@ -962,10 +1031,7 @@ impl Inner {
             });
         }
         drop(manifest);
-        for &id in &plan.inputs {
-            self.cache.evict_file(id);
-            self.fs.delete(&sst_file_name(id))?;
-        }
+        self.discard(plan.inputs.iter().copied(), false);
         self.fs.sync_dir()?;
         let c = &self.counters;
         c.compactions.fetch_add(1, Ordering::Relaxed);
@@ -1049,13 +1115,45 @@ impl Inner {
             }
             Ok(())
         })();
-        if let Some((_, name, b)) = open.take() {
+        if let Some((id, _, b)) = open.take() {
             drop(b);
-            if let Err(e) = self.fs.delete(&name) {
-                tracing::warn!(error = %e, file = %name, "could not delete a partial SST");
-            }
+            self.discard(std::iter::once(id), false);
         }
         result
+    }
+
+    /// Deletes the SST files `ids`, which no manifest in place names. With `later`, or when a
+    /// deletion fails, they are deleted after the next manifest store instead: a manifest whose
+    /// store failed after its rename may name them.
+    fn discard(&self, ids: impl Iterator<Item = u64>, later: bool) {
+        let mut orphans = self.orphans.lock();
+        for id in ids {
+            self.cache.evict_file(id);
+            if later {
+                orphans.push(id);
+            } else if let Err(e) = self.fs.delete(&sst_file_name(id)) {
+                tracing::warn!(error = %e, file = %sst_file_name(id), "could not delete an SST file");
+                orphans.push(id);
+            }
+        }
+    }
+
+    /// Deletes the files [`Inner::discard`] put off, now that `manifest` (which names none of
+    /// them) is in place.
+    fn delete_orphans(&self, manifest: &Manifest) {
+        let mut orphans = self.orphans.lock();
+        orphans.retain(|&id| {
+            if manifest.files.iter().any(|f| f.id == id) {
+                return false;
+            }
+            match self.fs.delete(&sst_file_name(id)) {
+                Ok(()) => false,
+                Err(e) => {
+                    tracing::warn!(error = %e, file = %sst_file_name(id), "could not delete an SST file");
+                    true
+                }
+            }
+        });
     }
 
     fn finish_sst(
@@ -1079,10 +1177,8 @@ impl Inner {
                 Arc::new(reader),
             ))
         })();
-        if result.is_err()
-            && let Err(e) = self.fs.delete(name)
-        {
-            tracing::warn!(error = %e, file = %name, "could not delete a failed SST");
+        if result.is_err() {
+            self.discard(std::iter::once(id), false);
         }
         result
     }
@@ -1497,7 +1593,7 @@ mod tests {
             assert_eq!(stats.levels[0].files, 0);
             assert_eq!(stats.levels[1].files, 1);
             // Only the segment started by the last flush is left.
-            let wal = crate::wal::recovery::list_segments(dir.path())?;
+            let wal = crate::wal::recovery::list_segments(&LocalFs::new(dir.path())?)?;
             assert_eq!(wal.len(), 1, "{wal:?}");
             let mut b = WriteBatch::new();
             b.put(&t, &9u32.to_be_bytes(), b"c", b"unflushed");

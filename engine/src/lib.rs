@@ -30,6 +30,9 @@ pub use batch::WriteBatch;
 pub use db::{Db, Snapshot, Table};
 pub use error::{Error, ErrorKind, Result};
 pub use fold::{FlushFold, FlushFolder, FoldEntry, FoldKind, FoldOut};
+pub use fs::fault::Faults;
+#[cfg(any(test, feature = "testing"))]
+pub use fs::fault::{Fault, FaultError, FaultFile, FaultOp};
 pub use options::{
     Clock, Compression, DbOptions, FilterMode, SyncPolicy, SystemClock, TableOptions,
 };

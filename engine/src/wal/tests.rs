@@ -40,7 +40,7 @@ fn segments_roll_over_and_replay_in_order() -> TestResult {
     write_n(&wal, 0, 20)?;
     assert_eq!(wal.stats().batches.load(Ordering::Relaxed), 20);
     drop(wal);
-    let segs = recovery::list_segments(dir.path())?;
+    let segs = recovery::list_segments(&crate::fs::LocalFs::new(dir.path())?)?;
     assert!(
         segs.len() > 3,
         "expected rollover, got {} segments",
@@ -67,8 +67,8 @@ fn damage_before_the_last_segment_is_corruption() -> TestResult {
     let (wal, _) = open(dir.path(), 200)?;
     write_n(&wal, 0, 20)?;
     drop(wal);
-    let segs = recovery::list_segments(dir.path())?;
-    let first = &segs[0].1;
+    let segs = recovery::list_segments(&crate::fs::LocalFs::new(dir.path())?)?;
+    let first = &dir.path().join(&segs[0].1);
     let mut bytes = std::fs::read(first)?;
     let n = bytes.len();
     bytes[n - 3] ^= 1;
@@ -80,7 +80,7 @@ fn damage_before_the_last_segment_is_corruption() -> TestResult {
     // A missing segment in the middle is corruption too.
     bytes[n - 3] ^= 1;
     std::fs::write(first, &bytes)?;
-    std::fs::remove_file(&segs[1].1)?;
+    std::fs::remove_file(dir.path().join(&segs[1].1))?;
     assert!(matches!(
         open(dir.path(), 200),
         Err(Error::Corruption { .. })
