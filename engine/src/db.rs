@@ -496,14 +496,17 @@ impl Db {
         self.snapshot().scan(table, opts)
     }
 
-    /// Flushes the memtables to SST files and waits for it.
+    /// Flushes the memtables to SST files and waits for it. Its error is that of its own
+    /// flush: the background flusher waits meanwhile.
     pub fn flush(&self) -> Result<()> {
         self.settle()?;
         let inner = &self.inner;
-        inner.wal.quiesce(|| inner.freeze())?;
+        let mut manifest = inner.manifest.lock();
+        let frozen = inner.wal.quiesce(|| inner.freeze());
         // Batches queued while the memtable froze wait for the apply thread.
         inner.wake_applier(true);
-        while inner.flush_oldest()? {}
+        frozen?;
+        while inner.flush_oldest_locked(&mut manifest)? {}
         Ok(())
     }
 
@@ -853,7 +856,11 @@ impl Inner {
 
     /// Flushes the oldest frozen memtable; false if there was none.
     fn flush_oldest(&self) -> Result<bool> {
-        let mut manifest = self.manifest.lock();
+        self.flush_oldest_locked(&mut self.manifest.lock())
+    }
+
+    /// [`Inner::flush_oldest`], with the manifest's lock held.
+    fn flush_oldest_locked(&self, manifest: &mut Manifest) -> Result<bool> {
         let Some(frozen) = self.state.read().frozen.first().cloned() else {
             return Ok(false);
         };
@@ -901,12 +908,11 @@ impl Inner {
         if let Err(e) = result {
             // File ids are never reused. The memtable stays frozen, to be flushed again.
             manifest.next_file_id = next.next_file_id;
-            drop(manifest);
             self.discard(written.iter().map(|(m, _)| m.id), e.maybe_replaced);
             return Err(e.error);
         }
         *manifest = next;
-        self.delete_orphans(&manifest);
+        self.delete_orphans(manifest);
         {
             let mut state = self.state.write();
             let mut files = (*state.files).clone();
@@ -920,7 +926,6 @@ impl Inner {
                 files: Arc::new(files),
             });
         }
-        drop(manifest);
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         self.counters
             .flush_micros
@@ -1032,7 +1037,9 @@ impl Inner {
         }
         drop(manifest);
         self.discard(plan.inputs.iter().copied(), false);
-        self.fs.sync_dir()?;
+        if let Some(&id) = plan.inputs.last() {
+            self.fs.sync_dir(&sst_file_name(id))?;
+        }
         let c = &self.counters;
         c.compactions.fetch_add(1, Ordering::Relaxed);
         self.flushed.1.notify_all();

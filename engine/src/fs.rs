@@ -48,8 +48,9 @@ pub(crate) trait FileSystem: Send + Sync + fmt::Debug {
     fn delete(&self, name: &str) -> Result<()>;
     /// Renames `from` to `to`, atomically replacing `to` if it exists.
     fn rename(&self, from: &str, to: &str) -> Result<()>;
-    /// Makes creations, renames and deletions durable.
-    fn sync_dir(&self) -> Result<()>;
+    /// Makes creations, renames and deletions durable: the one of `name` (which only says
+    /// why, for errors and tests) and every other before it.
+    fn sync_dir(&self, name: &str) -> Result<()>;
     /// Creates `name` empty for [`LogFile`] writes, replacing a file of that name.
     fn create_log(&self, name: &str) -> Result<Arc<dyn LogFile>>;
     /// Opens the existing file `name` for [`LogFile`] writes.
@@ -73,8 +74,15 @@ pub(crate) trait FileSystem: Send + Sync + fmt::Debug {
             error,
             maybe_replaced: true,
         };
-        self.rename(&tmp, name).map_err(after)?;
-        self.sync_dir().map_err(after)
+        if let Err(error) = self.rename(&tmp, name) {
+            // A rename happens whole or not at all: the temporary file still there says not.
+            let maybe_replaced = !self.list().is_ok_and(|names| names.contains(&tmp));
+            return Err(AtomicWriteError {
+                error,
+                maybe_replaced,
+            });
+        }
+        self.sync_dir(name).map_err(after)
     }
 }
 
@@ -217,8 +225,8 @@ impl FileSystem for LocalFs {
         })
     }
 
-    fn sync_dir(&self) -> Result<()> {
-        let ctx = || format!("syncing directory {}", self.root.display());
+    fn sync_dir(&self, name: &str) -> Result<()> {
+        let ctx = || format!("syncing directory {} for {name}", self.root.display());
         File::open(&self.root)
             .and_then(|d| d.sync_all())
             .map_err(|e| Error::io(ctx(), e))
@@ -414,7 +422,7 @@ impl FileSystem for MemFs {
         Ok(())
     }
 
-    fn sync_dir(&self) -> Result<()> {
+    fn sync_dir(&self, _name: &str) -> Result<()> {
         Ok(())
     }
 
@@ -606,6 +614,6 @@ mod tests {
         assert_eq!(fs.get("b").as_deref(), Some(&b"x"[..]));
         fs.delete("b")?;
         assert!(fs.open("b").is_err());
-        fs.sync_dir()
+        fs.sync_dir("M")
     }
 }

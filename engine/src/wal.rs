@@ -639,7 +639,7 @@ fn create_segment(fs: &dyn FileSystem, number: u64) -> Result<Segment, GroupErro
         let file = fs.create_log(&name)?;
         file.write_at(0, &encode_header(number))?;
         file.sync()?;
-        fs.sync_dir()?;
+        fs.sync_dir(&name)?;
         Ok::<_, Error>(file)
     })();
     match made {
@@ -650,7 +650,7 @@ fn create_segment(fs: &dyn FileSystem, number: u64) -> Result<Segment, GroupErro
             dirty: false,
         }),
         Err(e) => {
-            let gone = fs.delete(&name).and_then(|()| fs.sync_dir());
+            let gone = fs.delete(&name).and_then(|()| fs.sync_dir(&name));
             if let Err(d) = &gone {
                 tracing::warn!(error = %d, file = %name, "could not delete a half-made WAL segment");
             }
@@ -662,16 +662,16 @@ fn create_segment(fs: &dyn FileSystem, number: u64) -> Result<Segment, GroupErro
 
 /// Deletes the segments of `fs` numbered `through` or lower, in ascending order.
 pub(crate) fn delete_segments_through(fs: &dyn FileSystem, through: u64) -> Result<()> {
-    let mut any = false;
+    let mut last = None;
     for (n, name) in recovery::list_segments(fs)? {
         if n > through {
             break;
         }
         fs.delete(&name)?;
-        any = true;
+        last = Some(name);
     }
-    if any {
-        fs.sync_dir()?;
+    if let Some(name) = last {
+        fs.sync_dir(&name)?;
     }
     Ok(())
 }

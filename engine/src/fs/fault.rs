@@ -69,7 +69,7 @@ mod inject {
         Write,
         /// Fsyncing a file (including the sync that finishes an SST or manifest).
         Sync,
-        /// Fsyncing the directory. Hits whatever kind of file the fault names.
+        /// Fsyncing the directory, for the creation, rename or deletion of a file.
         SyncDir,
         /// Renaming a file (the manifest switch); the kind is the target's.
         Rename,
@@ -227,9 +227,7 @@ mod inject {
             let mut hit = None;
             for a in &mut self.armed {
                 let f = a.fault;
-                let file_matches =
-                    op == FaultOp::SyncDir || f.file == FaultFile::Any || Some(f.file) == kind;
-                if f.op != op || !file_matches {
+                if f.op != op || !(f.file == FaultFile::Any || Some(f.file) == kind) {
                     continue;
                 }
                 let fire = if a.fired {
@@ -306,9 +304,9 @@ mod inject {
             self.inner.rename(from, to)
         }
 
-        fn sync_dir(&self) -> Result<()> {
-            self.check(FaultOp::SyncDir, "")?;
-            self.inner.sync_dir()
+        fn sync_dir(&self, name: &str) -> Result<()> {
+            self.check(FaultOp::SyncDir, name)?;
+            self.inner.sync_dir(name)
         }
 
         fn create_log(&self, name: &str) -> Result<Arc<dyn LogFile>> {
