@@ -412,7 +412,8 @@ impl Db {
     }
 
     /// Waits until every batch queued by [`Db::write_queued`] before the call is in the
-    /// memtables, and fails if one of them failed.
+    /// memtables, and fails if one it waited for failed (one that failed before the call
+    /// failed the WAL, which refuses every write after it).
     pub fn settle(&self) -> Result<()> {
         let inner = &self.inner;
         let stranded = inner
@@ -427,6 +428,7 @@ impl Db {
             return Ok(());
         }
         self.inner.stall_if_needed();
+        self.inner.freeze_if_overgrown()?;
         self.inner.commit(WalEntry::Batch(batch), sync, queue)
     }
 
@@ -573,12 +575,10 @@ impl Db {
 }
 
 /// Starts the thread that flushes frozen memtables while the database is open, waking the
-/// compaction thread after each flush. It also freezes an active memtable that a failed
-/// freeze left over its size (writers stall on it meanwhile).
+/// compaction thread after each flush.
 fn spawn_flusher(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
     spawn_worker("strata-flush", "memtable flush", db, signal, |inner| {
         let flushed = (|| {
-            inner.freeze_if_full()?;
             while inner.flush_oldest()? {
                 inner.compact_signal.wake();
             }
@@ -710,7 +710,7 @@ impl Inner {
         if active.approximate_bytes() >= self.opts.memtable_bytes as u64
             && let Err(e) = self.freeze()
         {
-            tracing::error!(error = %e, "could not freeze the memtable");
+            tracing::warn!(error = %e, "could not freeze the memtable; the next write tries again");
         }
     }
 
@@ -741,11 +741,12 @@ impl Inner {
         Ok(())
     }
 
-    /// Freezes the active memtable if it is past its size: a freeze that failed in
-    /// [`Inner::apply_group`] (the WAL could not start a segment) is retried here.
-    fn freeze_if_full(&self) -> Result<()> {
-        let full = self.state.read().active.approximate_bytes() >= self.opts.memtable_bytes as u64;
-        if !full || self.wal.has_failed() {
+    /// Freezes the active memtable if it grew to twice its size: the freeze in
+    /// [`Inner::apply_group`] failed (the WAL could not start a segment, say on a full disk).
+    /// A write is refused with the error while this fails, rather than let memory grow.
+    fn freeze_if_overgrown(&self) -> Result<()> {
+        let limit = (self.opts.memtable_bytes as u64).saturating_mul(2);
+        if self.state.read().active.approximate_bytes() < limit {
             return Ok(());
         }
         let frozen = self.wal.quiesce(|| self.freeze());
@@ -754,18 +755,15 @@ impl Inner {
         frozen
     }
 
-    /// True while writes must wait: too many frozen memtables wait for a flush, a table's
-    /// level 0 holds too many files, or the active memtable grew to twice its size because it
-    /// could not be frozen.
+    /// True while writes must wait: too many frozen memtables wait for a flush, or a table's
+    /// level 0 holds too many files.
     fn must_stall(&self) -> bool {
         let state = self.state.read();
         let l0_limit = self
             .opts
             .l0_stall_files
             .max(self.opts.l0_compaction_trigger.max(2) + 1);
-        let mem_limit = (self.opts.memtable_bytes as u64).saturating_mul(2);
         state.frozen.len() >= self.opts.max_frozen_memtables.max(1)
-            || state.active.approximate_bytes() >= mem_limit
             || state
                 .files
                 .tables

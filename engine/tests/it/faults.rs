@@ -369,3 +369,33 @@ fn a_failed_manifest_store_leaves_the_previous_state() -> TestResult {
     }
     Ok(())
 }
+
+/// A batch already told it was queued (`Db::write_queued`) cannot be told its append failed:
+/// even a clean ENOSPC then fails the WAL, and every later write says so.
+#[test]
+fn a_failed_append_of_queued_batches_fails_the_wal() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let faults = Faults::new();
+    let db = open(dir.path(), &faults, |o| DbOptions {
+        sync: SyncPolicy::Interval(Duration::from_millis(20)),
+        ..o
+    })?;
+    let t = db.open_table("t", TableOptions::default())?;
+    put(&db, &t, 1, b"kept")?;
+    faults.arm(Fault::new(FaultOp::Write, FaultError::NoSpace).on(FaultFile::Wal));
+    let mut b = WriteBatch::new();
+    b.put(&t, &2u32.to_be_bytes(), b"c", b"queued");
+    db.write_queued(&b)?;
+    wait_for("the WAL to fail", || db.stats().write_failed)?;
+    let e = put(&db, &t, 3, b"refused")
+        .err()
+        .ok_or("a write after the failure")?;
+    assert!(matches!(e, strata_engine::Error::WalFailed(_)), "{e}");
+    assert_eq!(get(&db, &t, 1)?.as_deref(), Some(&b"kept"[..]));
+    drop(db);
+    let db = open(dir.path(), &Faults::default(), |o| o)?;
+    let t = db.open_table("t", TableOptions::default())?;
+    assert_eq!(get(&db, &t, 1)?.as_deref(), Some(&b"kept"[..]));
+    assert_eq!(get(&db, &t, 2)?, None);
+    Ok(())
+}

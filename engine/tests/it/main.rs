@@ -1,6 +1,7 @@
 //! Integration tests of strata-engine, one module per topic.
 
 mod crash;
+mod fault_model;
 mod faults;
 mod fold;
 mod golden;
