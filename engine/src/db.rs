@@ -16,6 +16,24 @@
 //! Reads merge the active memtable, the frozen ones and the files, newest first; a [`Snapshot`]
 //! is a sequence number plus references to those memtables and files, so it stays consistent
 //! while flushes and compactions replace them.
+//!
+//! ## Failures
+//!
+//! - A write the WAL cannot take is refused with the error; a failed WAL fsync or write fails
+//!   the WAL, and with it every write until a restart (`Error::WalFailed`, the `## Failures`
+//!   rules of `wal.rs`; `EngineStats::write_failed`). Reads go on in both cases.
+//! - A flush or compaction that fails (a full disk, an I/O error) changes nothing that a
+//!   reader or the next open sees: its new SST files are deleted, and the manifest in place
+//!   is the one before. When the manifest's store failed at or after its rename, so that the
+//!   file on disk may name the new SSTs, those are kept until the next manifest store and
+//!   deleted then. The frozen memtable (or the compaction's inputs) stays, and the background
+//!   thread runs the work again after 100 ms, doubling the wait with each failure in a row up
+//!   to 10 s (`EngineStats::flush_errors`, `compaction_errors`), so it resumes by itself
+//!   once the disk has space. Meanwhile writers stall on the frozen memtables as usual, which
+//!   bounds memory.
+//! - If the WAL cannot start a new segment when the active memtable freezes, the memtable
+//!   stays active; a write that finds it at twice its size freezes it first, and is refused
+//!   with the error if that fails again.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -427,8 +445,9 @@ impl Db {
         if batch.is_empty() {
             return Ok(());
         }
-        self.inner.stall_if_needed();
-        self.inner.freeze_if_overgrown()?;
+        if self.inner.stall_if_needed() {
+            self.inner.freeze_overgrown()?;
+        }
         self.inner.commit(WalEntry::Batch(batch), sync, queue)
     }
 
@@ -741,40 +760,47 @@ impl Inner {
         Ok(())
     }
 
-    /// Freezes the active memtable if it grew to twice its size: the freeze in
+    /// Freezes the active memtable, which grew to twice its size because the freeze in
     /// [`Inner::apply_group`] failed (the WAL could not start a segment, say on a full disk).
     /// A write is refused with the error while this fails, rather than let memory grow.
-    fn freeze_if_overgrown(&self) -> Result<()> {
-        let limit = (self.opts.memtable_bytes as u64).saturating_mul(2);
-        if self.state.read().active.approximate_bytes() < limit {
-            return Ok(());
-        }
+    fn freeze_overgrown(&self) -> Result<()> {
         let frozen = self.wal.quiesce(|| self.freeze());
         // Batches queued while this held the commit leadership wait for the apply thread.
         self.wake_applier(true);
         frozen
     }
 
-    /// True while writes must wait: too many frozen memtables wait for a flush, or a table's
-    /// level 0 holds too many files.
-    fn must_stall(&self) -> bool {
+    /// What a write must attend to first: whether it must wait (too many frozen memtables wait
+    /// for a flush, or a table's level 0 holds too many files), and whether the active
+    /// memtable grew to twice its size (see [`Inner::freeze_overgrown`]).
+    fn pressure(&self) -> (bool, bool) {
         let state = self.state.read();
         let l0_limit = self
             .opts
             .l0_stall_files
             .max(self.opts.l0_compaction_trigger.max(2) + 1);
-        state.frozen.len() >= self.opts.max_frozen_memtables.max(1)
+        let stall = state.frozen.len() >= self.opts.max_frozen_memtables.max(1)
             || state
                 .files
                 .tables
                 .values()
-                .any(|levels| levels.first().is_some_and(|l0| l0.len() >= l0_limit))
+                .any(|levels| levels.first().is_some_and(|l0| l0.len() >= l0_limit));
+        let overgrown =
+            state.active.approximate_bytes() >= (self.opts.memtable_bytes as u64).saturating_mul(2);
+        (stall, overgrown)
+    }
+
+    /// True while writes must wait (see [`Inner::pressure`]).
+    fn must_stall(&self) -> bool {
+        self.pressure().0
     }
 
     /// Waits while [`Inner::must_stall`], unless the WAL failed (the write is refused then).
-    fn stall_if_needed(&self) {
-        if !self.must_stall() {
-            return;
+    /// Returns whether the active memtable is overgrown (see [`Inner::pressure`]).
+    fn stall_if_needed(&self) -> bool {
+        let (stall, overgrown) = self.pressure();
+        if !stall {
+            return overgrown;
         }
         let start = Instant::now();
         self.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
@@ -787,6 +813,7 @@ impl Inner {
         self.counters
             .write_stall_micros
             .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.pressure().1
     }
 
     fn set_table_options(&self, table: u32, opts: TableOptions) {

@@ -5,6 +5,11 @@
 //! cell. Writes go through atomic [`WriteBatch`]es that may span tables; reads see a consistent
 //! [`Snapshot`].
 //!
+//! Failures are typed and never silent: a failed WAL fsync or write makes every later write
+//! fail with [`Error::WalFailed`] until a restart, while reads go on; a full disk refuses the
+//! writes it cannot log and holds flushes and compactions back until it has space (see the
+//! `## Failures` sections of the `db` and `wal` modules). [`EngineStats`] shows both.
+//!
 //! The engine knows nothing about time series.
 
 mod batch;
