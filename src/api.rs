@@ -345,12 +345,18 @@ pub(crate) fn dropcaches() -> Resp {
 }
 
 /// Maps a tsdb error to OpenTSDB's error JSON: client errors are 400, unknown names 400 too
-/// (OpenTSDB's `No such name …` on reads), everything else 500.
+/// (OpenTSDB's `No such name …` on reads), storage refusing writes for now 503, everything
+/// else 500.
 pub(crate) fn tsdb_error(e: &strata_tsdb::Error) -> Resp {
     match e.kind() {
         strata_tsdb::ErrorKind::Client | strata_tsdb::ErrorKind::NotFound => {
             error(StatusCode::BAD_REQUEST, &e.to_string(), "")
         }
+        strata_tsdb::ErrorKind::Unavailable => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Storage is not accepting writes",
+            &e.to_string(),
+        ),
         _ => error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Unexpected exception",

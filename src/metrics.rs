@@ -144,6 +144,10 @@ struct EngineGauges {
     wal_syncs: IntGauge,
     wal_queue_bytes: IntGauge,
     batches_written: IntGauge,
+    write_failed: IntGauge,
+    wal_batches_refused: IntGauge,
+    flush_errors: IntGauge,
+    compaction_errors: IntGauge,
 }
 
 /// Gauges that mirror `TsdbStats` at scrape time.
@@ -159,6 +163,7 @@ struct TsdbGauges {
     rows_compacted: IntGauge,
     rowcompact_cells_folded: IntGauge,
     rowcompact_failures: IntGauge,
+    rowcompact_errors: IntGauge,
 }
 
 /// Builds and registers metrics, remembering the first registration error.
@@ -313,6 +318,22 @@ impl Metrics {
             )?,
             batches_written: b
                 .gauge("strata_engine_batches_written", "Write batches committed.")?,
+            write_failed: b.gauge(
+                "strata_engine_write_failed",
+                "1 once a WAL write or fsync failed: writes are refused until a restart.",
+            )?,
+            wal_batches_refused: b.gauge(
+                "strata_engine_wal_batches_refused",
+                "Write batches refused because the disk was full.",
+            )?,
+            flush_errors: b.gauge(
+                "strata_engine_flush_errors",
+                "Memtable flushes that failed and were retried.",
+            )?,
+            compaction_errors: b.gauge(
+                "strata_engine_compaction_errors",
+                "Compactions that failed and were retried.",
+            )?,
         };
         let tsdb = TsdbGauges {
             points_written: b.gauge(
@@ -348,6 +369,10 @@ impl Metrics {
             rowcompact_failures: b.gauge(
                 "strata_tsdb_rowcompact_failures",
                 "Data rows the row compactor could not decode.",
+            )?,
+            rowcompact_errors: b.gauge(
+                "strata_tsdb_rowcompact_errors",
+                "Background row-compaction passes that failed in storage and were retried.",
             )?,
         };
         Ok(Metrics {
@@ -483,6 +508,11 @@ impl Metrics {
         g.wal_syncs.set(gauge_value(e.wal_syncs));
         g.wal_queue_bytes.set(gauge_value(e.wal_queue_bytes));
         g.batches_written.set(gauge_value(e.batches_written));
+        g.write_failed.set(i64::from(e.write_failed));
+        g.wal_batches_refused
+            .set(gauge_value(e.wal_batches_refused));
+        g.flush_errors.set(gauge_value(e.flush_errors));
+        g.compaction_errors.set(gauge_value(e.compaction_errors));
 
         let s = tsdb.stats();
         let t = &self.tsdb;
@@ -517,6 +547,7 @@ impl Metrics {
             .set(gauge_value(s.rowcompact_cells_folded));
         t.rowcompact_failures
             .set(gauge_value(s.rowcompact_failures));
+        t.rowcompact_errors.set(gauge_value(s.rowcompact_errors));
     }
 }
 

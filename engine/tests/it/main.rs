@@ -1,6 +1,8 @@
 //! Integration tests of strata-engine, one module per topic.
 
 mod crash;
+mod fault_model;
+mod faults;
 mod fold;
 mod fuzz_standin;
 mod golden;

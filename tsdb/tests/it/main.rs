@@ -5,6 +5,7 @@ mod index;
 mod model;
 mod rowcompact;
 mod rowcompact_crash;
+mod rowcompact_faults;
 mod write;
 
 use strata_tsdb::{Tsdb, TsdbOptions};
