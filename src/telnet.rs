@@ -30,8 +30,10 @@ const READ_CHUNK: usize = 64 << 10;
 /// A connection lets its worker's other tasks run, between two chunks, once this long has
 /// passed since it last did: a bound on how long it keeps them waiting.
 const YIELD_AFTER: std::time::Duration = std::time::Duration::from_micros(300);
-/// Series one connection remembers; past this it forgets them all and starts again. A
-/// remembered series costs its text, a hash slot and a handle: about 150 bytes.
+/// Series one connection remembers. A remembered series costs its text, a hash slot and a
+/// handle: about 150 bytes, so this bounds a connection's cache near 10 MB. Past it, a batch's
+/// new series go the full way, and the next batch starts with an empty cache (see
+/// [`KnownSeries::start_batch`]).
 const MAX_KNOWN_SERIES: usize = 1 << 16;
 
 /// Serves telnet commands until the client closes the connection, sends `exit`, or the server
@@ -136,9 +138,15 @@ struct Session {
 /// Collectors send their series in the same order round after round, so the series that came
 /// after a series last time is tried first: a comparison of its text, instead of copying,
 /// hashing and looking up the line's.
+///
+/// Series numbers index `handles` and are handed out for one batch's points, so the cache is
+/// only ever emptied between batches ([`KnownSeries::start_batch`]), never while a batch holds
+/// numbers: when it is full, [`KnownSeries::add`] declines instead.
 struct KnownSeries {
     /// The [`Tsdb::series_epoch`] the handles were made in.
     epoch: u64,
+    /// Most series remembered: [`MAX_KNOWN_SERIES`], or less in tests.
+    max: usize,
     index: FxHashMap<Arc<[u8]>, u32>,
     /// By series number: the handle, the text (shared with `index`), and the number of the
     /// series that came next.
@@ -156,6 +164,7 @@ impl Default for KnownSeries {
     fn default() -> Self {
         KnownSeries {
             epoch: 0,
+            max: MAX_KNOWN_SERIES,
             index: FxHashMap::default(),
             handles: Vec::new(),
             texts: Vec::new(),
@@ -166,9 +175,10 @@ impl Default for KnownSeries {
 }
 
 impl KnownSeries {
-    /// Forgets every series if their handles may be stale.
-    fn check_epoch(&mut self, epoch: u64) {
-        if epoch != self.epoch {
+    /// Readies the cache for a batch: forgets every series if their handles may be stale
+    /// (`epoch` is the current [`Tsdb::series_epoch`]) or the cache is full.
+    fn start_batch(&mut self, epoch: u64) {
+        if epoch != self.epoch || self.handles.len() >= self.max {
             self.clear();
             self.epoch = epoch;
         }
@@ -204,10 +214,11 @@ impl KnownSeries {
         self.last = at;
     }
 
-    /// Remembers the series of `key`; returns its number.
-    fn add(&mut self, key: &[u8], handle: SeriesHandle) -> u32 {
-        if self.handles.len() >= MAX_KNOWN_SERIES {
-            self.clear();
+    /// Remembers the series of `key` and returns its number, or `None` when the cache is full
+    /// (the numbers already handed out in this batch must stay valid).
+    fn add(&mut self, key: &[u8], handle: SeriesHandle) -> Option<u32> {
+        if self.handles.len() >= self.max {
+            return None;
         }
         let at = self.handles.len() as u32;
         let text: Arc<[u8]> = key.into();
@@ -216,7 +227,7 @@ impl KnownSeries {
         self.next.push(NO_SERIES);
         self.index.insert(text, at);
         self.follow(at);
-        at
+        Some(at)
     }
 }
 
@@ -355,7 +366,7 @@ impl Session {
         let counters = &self.shared.metrics.telnet;
         counters.received.inc_by(puts.len() as u64);
         let known = &mut self.known;
-        known.check_epoch(tsdb.series_epoch());
+        known.start_batch(tsdb.series_epoch());
         let mut parsed: Vec<(usize, strata_ingest::PointRef<'_>)> =
             recycle(std::mem::take(&mut self.parsed_buf));
         let mut known_points = std::mem::take(&mut self.known_buf);
@@ -385,13 +396,15 @@ impl Session {
                 }
             };
             // A series seen for the first time: remembered if storage takes its names, by
-            // the text `key` still holds. (If it does not, the write below says why.)
+            // the text `key` still holds, and the cache has room. (If storage does not take
+            // them, the write below says why.)
             if let Some(h) = head
                 && let Ok(handle) = tsdb.series_handle(p.metric, p.tags.as_slice())
+                && let Some(series) = known.add(key, handle)
             {
                 known_points.push(KnownPoint {
                     line: i,
-                    series: known.add(key, handle),
+                    series,
                     timestamp: h.timestamp,
                     value: crate::put::to_value(h.value),
                 });
@@ -490,7 +503,7 @@ mod tests {
             let handle = tsdb.series_handle(metric, &pairs)?;
             numbers.push(known.add(&key, handle));
         }
-        assert_eq!(numbers, [0, 1, 2, 3]);
+        assert_eq!(numbers, [Some(0), Some(1), Some(2), Some(3)]);
         // The same order again (the guesses), then others (the index).
         let orders = [[0, 1, 2, 3], [0, 1, 2, 3], [3, 1, 0, 2], [2, 2, 1, 3]];
         for order in orders {
@@ -504,9 +517,66 @@ mod tests {
         // holds a space: `parse_put_head` ends it at the first one.)
         assert_eq!(known.find(b"m", b"h=a x", &mut key), None);
         assert_eq!(known.find(b"m", b"h=a ", &mut key), None);
-        known.check_epoch(known.epoch + 1);
+        known.start_batch(known.epoch + 1);
         assert_eq!(known.find(b"m", b"h=a", &mut key), None);
         assert!(known.handles.is_empty() && known.texts.is_empty() && known.next.is_empty());
+        Ok(())
+    }
+
+    /// Issue 21: the cache of known series filled up in the middle of a batch and was emptied
+    /// while the batch still held numbers of series in it; a later point then named a series
+    /// past the end (a panic that dropped the connection and its batch) or another series.
+    /// Here a batch mixes known series and new ones across the bound, and every point must
+    /// land on its own series.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_across_the_known_series_bound_stores_every_point() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
+        let (shared, _keep) = Shared::for_test(tsdb.clone())?;
+        let mut session = Session::new(shared);
+        session.known.max = 4;
+        let mut replies: Vec<u8> = Vec::new();
+        // Host `h` always writes the value `h`: a point on the wrong series shows.
+        let batches: [&[u32]; 4] = [
+            &[0, 1, 2],
+            // 0 and 1 known; 3 fills the cache; 4 and 5 find it full; then known and unknown
+            // series again.
+            &[0, 3, 4, 1, 5, 0, 4, 3, 2],
+            // Starts with a full cache, which is emptied first.
+            &[5, 4, 3, 2, 1, 0, 6, 7],
+            &[7, 6, 0],
+        ];
+        let mut expected: std::collections::BTreeMap<u32, Vec<i64>> = Default::default();
+        for (b, hosts) in batches.iter().enumerate() {
+            let text: Vec<String> = hosts
+                .iter()
+                .enumerate()
+                .map(|(i, h)| {
+                    let ts = 1_356_998_400 + (b * 100 + i) as i64;
+                    expected.entry(*h).or_default().push(ts * 1000);
+                    format!("put m {ts} {h} host=h{h}")
+                })
+                .collect();
+            let lines: Vec<&[u8]> = text.iter().map(|l| l.as_bytes()).collect();
+            assert!(session.handle_lines(&lines, &mut replies).await);
+            assert!(session.known.handles.len() <= 4);
+        }
+        session.settle();
+        assert_eq!(String::from_utf8_lossy(&replies), "");
+        let ids = tsdb.find_series("m", &[])?;
+        let mut got: std::collections::BTreeMap<u32, Vec<i64>> = Default::default();
+        for s in tsdb.read_series(&ids, 0, i64::MAX)? {
+            let host: u32 = s.tags[0].1.trim_start_matches('h').parse()?;
+            for (ts, v) in &s.points {
+                assert_eq!(
+                    *v,
+                    Value::Int(i64::from(host)),
+                    "a point of h{host} at {ts}"
+                );
+            }
+            got.insert(host, s.points.iter().map(|p| p.0).collect());
+        }
+        assert_eq!(got, expected);
         Ok(())
     }
 

@@ -72,7 +72,7 @@ fn telnet(server: &Server, lines: &str) -> anyhow::Result<Vec<String>> {
 }
 
 /// The value of the sample `name` (with its labels, exactly as printed) in a scrape.
-fn sample(scrape: &str, name: &str) -> Option<f64> {
+pub(crate) fn sample(scrape: &str, name: &str) -> Option<f64> {
     scrape.lines().find_map(|l| {
         let rest = l.strip_prefix(name)?.strip_prefix(' ')?;
         rest.trim().parse().ok()
