@@ -23,6 +23,9 @@ use crate::version;
 pub(crate) async fn dispatch(ep: &str, req: Request<Incoming>, shared: &Shared) -> Resp {
     let method = req.method().clone();
     match ep {
+        // The tests of the panic guard around every request (`crate::unwind`).
+        #[cfg(test)]
+        "test/panic" => panic!("a panic injected by a test"),
         "version" => only(&method, &[Method::GET, Method::POST], || {
             json(StatusCode::OK, &version::json())
         }),

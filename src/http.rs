@@ -23,6 +23,7 @@ use tokio::net::TcpStream;
 
 use crate::config::Cors;
 pub(crate) use crate::server::Shared;
+use crate::unwind::CatchUnwind;
 use crate::version;
 
 pub(crate) type Resp = Response<Full<Bytes>>;
@@ -33,7 +34,25 @@ pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> 
     let mut shutdown = shared.shutdown.clone();
     let service = hyper::service::service_fn(move |req| {
         let shared = shared.clone();
-        async move { Ok::<_, Infallible>(route(req, &shared).await) }
+        async move {
+            let resp = match CatchUnwind::new(route(req, &shared)).await {
+                Ok(resp) => resp,
+                Err(panic) => {
+                    shared
+                        .metrics
+                        .ingest_panics
+                        .with_label_values(&[crate::metrics::HTTP])
+                        .inc();
+                    tracing::error!(panic, "an HTTP request panicked; answering 500");
+                    error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "Internal error",
+                        "the server hit a bug serving this request and logged it",
+                    )
+                }
+            };
+            Ok::<_, Infallible>(resp)
+        }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .keep_alive(true)
@@ -433,6 +452,42 @@ mod tests {
             "the body did not inflate to what was sent"
         );
         assert!(during > 0, "no other task ran while the body was inflated");
+        Ok(())
+    }
+
+    /// A request that panics (a bug) is answered with a 500 and counted, and the connection
+    /// serves the next request.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_that_panics_gets_a_500_and_the_connection_stays() -> anyhow::Result<()> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let dir = tempfile::tempdir()?;
+        let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
+        let (shared, _keep) = Shared::for_test(tsdb)?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let server = tokio::spawn({
+            let shared = shared.clone();
+            async move {
+                let (stream, _) = listener.accept().await?;
+                serve_connection(stream, shared).await
+            }
+        });
+        let mut client = TcpStream::connect(addr).await?;
+        client
+            .write_all(
+                b"GET /api/test/panic HTTP/1.1\r\nHost: x\r\n\r\n\
+                  GET /api/version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            )
+            .await?;
+        let mut raw = String::new();
+        client.read_to_string(&mut raw).await?;
+        server.await??;
+        let first = raw.find("HTTP/1.1 500").unwrap_or(usize::MAX);
+        let second = raw.find("HTTP/1.1 200").unwrap_or(0);
+        assert!(first < second, "{raw}");
+        assert!(raw.contains(r#""message":"Internal error""#), "{raw}");
+        let panics = shared.metrics.ingest_panics.with_label_values(&["http"]);
+        assert_eq!(panics.get(), 1);
         Ok(())
     }
 

@@ -110,6 +110,9 @@ pub(crate) struct Metrics {
     pub(crate) telnet_commands: IntCounter,
     /// `/api/put?sync&sync_timeout` requests answered before the write was durable.
     pub(crate) put_sync_timeouts: IntCounter,
+    /// Panics caught in a telnet batch or an HTTP request, by protocol: each is a bug,
+    /// answered with an error instead of a dropped connection.
+    pub(crate) ingest_panics: IntCounterVec,
     /// HTTP request latency by endpoint.
     pub(crate) request_duration: HistogramVec,
     engine: EngineGauges,
@@ -241,8 +244,15 @@ impl Metrics {
             "Connections accepted, by protocol.",
             &["protocol"],
         )?;
+        let ingest_panics = b.counter_vec(
+            "strata_ingest_panics_total",
+            "Panics (bugs) caught in a telnet batch or an HTTP request and answered with an \
+             error, by protocol.",
+            &["protocol"],
+        )?;
         for p in [TELNET, HTTP] {
             connections.with_label_values(&[p]);
+            ingest_panics.with_label_values(&[p]);
             for r in reason::ALL {
                 rejected.with_label_values(&[p, r]);
             }
@@ -368,6 +378,7 @@ impl Metrics {
                 "strata_http_put_sync_timeouts_total",
                 "/api/put?sync requests answered when sync_timeout expired.",
             )?,
+            ingest_panics,
             request_duration,
             engine,
             tsdb,

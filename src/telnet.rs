@@ -131,6 +131,9 @@ struct Session {
     handle_buf: Vec<SeriesPoint<'static>>,
     /// A line's series text, as [`KnownSeries`] keys it.
     key: Vec<u8>,
+    /// Panics to raise in the next batches, for the tests of [`Session::store_puts`].
+    #[cfg(test)]
+    inject_panics: u32,
 }
 
 /// Series a connection has sent: `metric ' ' tags`, as sent, to a handle.
@@ -156,6 +159,10 @@ struct KnownSeries {
     /// The number of the series of the last line found.
     last: u32,
 }
+
+/// The reply to a put line whose batch could not be stored because of a bug (a panic).
+const INTERNAL_ERROR_REPLY: &str =
+    "put: storage error: internal error (logged by the server); the point may not be stored\n";
 
 /// No series, in [`KnownSeries::next`] and [`KnownSeries::last`].
 const NO_SERIES: u32 = u32::MAX;
@@ -281,6 +288,8 @@ impl Session {
             known_buf: Vec::new(),
             handle_buf: Vec::new(),
             key: Vec::new(),
+            #[cfg(test)]
+            inject_panics: 0,
         }
     }
 
@@ -302,7 +311,7 @@ impl Session {
                 puts.push(line);
                 continue;
             }
-            self.flush_puts(&mut puts);
+            self.store_puts(&mut puts);
             match command {
                 Command::Version => self.reply.push_str(&version::telnet_lines()),
                 Command::Help => self.reply.push_str(&strata_ingest::help_reply(false)),
@@ -323,7 +332,7 @@ impl Session {
                 Command::Put(_) => {}
             }
         }
-        self.flush_puts(&mut puts);
+        self.store_puts(&mut puts);
         self.puts_buf = recycle(puts);
         self.send(write).await;
         open
@@ -349,9 +358,66 @@ impl Session {
     /// Waits until the points written so far are visible (see [`Tsdb::write_series`]). A
     /// failure here is the WAL's, which fails every write after it too.
     fn settle(&mut self) {
-        if let Err(e) = self.shared.tsdb.settle() {
-            tracing::error!(error = %e, "queued telnet points were not stored");
-            self.reply.push_str(&format!("put: storage error: {e}\n"));
+        match crate::unwind::catch(|| self.shared.tsdb.settle()) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "queued telnet points were not stored");
+                self.reply.push_str(&format!("put: storage error: {e}\n"));
+            }
+            Err(panic) => {
+                self.count_panic(&panic, "waiting for queued telnet points panicked");
+                self.reply.push_str(INTERNAL_ERROR_REPLY);
+            }
+        }
+    }
+
+    fn count_panic(&self, panic: &str, what: &str) {
+        self.shared
+            .metrics
+            .ingest_panics
+            .with_label_values(&[crate::metrics::TELNET])
+            .inc();
+        tracing::error!(panic, "{what}");
+    }
+
+    /// [`Session::flush_puts`], guarded: the connection stays open whatever happens in it.
+    ///
+    /// A panic there is a bug, perhaps in the connection's series cache, so the batch is
+    /// stored again through the plain path, without that cache. A point stored twice is
+    /// stored once (the second write of the same value at the same instant replaces the
+    /// first), so nothing is doubled. If that panics too, every put line of the batch is
+    /// answered with an error, so the client knows to send it again.
+    fn store_puts(&mut self, puts: &mut Vec<&[u8]>) {
+        if puts.is_empty() {
+            return;
+        }
+        let reply_len = self.reply.len();
+        let Err(first) = crate::unwind::catch(|| self.flush_puts(puts)) else {
+            return;
+        };
+        self.count_panic(
+            &first,
+            "storing a telnet batch panicked; storing it again without the series cache",
+        );
+        self.reply.truncate(reply_len);
+        self.known = KnownSeries {
+            max: 0,
+            ..KnownSeries::default()
+        };
+        let again = crate::unwind::catch(|| self.flush_puts(puts));
+        self.known = KnownSeries::default();
+        if let Err(second) = again {
+            self.count_panic(
+                &second,
+                "storing a telnet batch panicked again; refusing it",
+            );
+            self.reply.truncate(reply_len);
+            let counters = &self.shared.metrics.telnet;
+            for _ in puts.iter() {
+                counters.rejected(crate::metrics::reason::STORAGE);
+                self.reply.push_str(INTERNAL_ERROR_REPLY);
+            }
+            puts.clear();
         }
     }
 
@@ -436,6 +502,12 @@ impl Session {
                     Err(e) => refused(k.line, e),
                 }
             }
+        }
+        // Half-way through the batch: the known series' points are written, the others not.
+        #[cfg(test)]
+        if self.inject_panics > 0 {
+            self.inject_panics -= 1;
+            panic!("a panic injected by a test");
         }
         let mut points: Vec<PointRef<'_>> = recycle(std::mem::take(&mut self.points_buf));
         points.extend(parsed.iter().map(|(_, p)| crate::put::to_tsdb(p)));
@@ -577,6 +649,80 @@ mod tests {
             got.insert(host, s.points.iter().map(|p| p.0).collect());
         }
         assert_eq!(got, expected);
+        Ok(())
+    }
+
+    /// A batch that panics (a bug) half-way, after some of its points were written, is
+    /// stored again without the series cache: nothing lost, nothing doubled, no reply, the
+    /// panic counted. If the second try panics too, every put line of the batch gets an error
+    /// line, and the connection goes on with the next batch.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_that_panics_is_stored_again_or_refused() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
+        let (shared, _keep) = Shared::for_test(tsdb.clone())?;
+        let panics = shared.metrics.ingest_panics.with_label_values(&["telnet"]);
+        let mut session = Session::new(shared);
+        let mut replies: Vec<u8> = Vec::new();
+        let batch = |ts: i64, hosts: std::ops::Range<u32>| -> Vec<String> {
+            hosts.map(|h| format!("put m {ts} {h} host=h{h}")).collect()
+        };
+        let lines = |text: &[String]| -> Vec<Vec<u8>> {
+            text.iter().map(|l| l.clone().into_bytes()).collect()
+        };
+        // h0..h2 become known series.
+        let first = lines(&batch(1_356_998_400, 0..3));
+        let refs: Vec<&[u8]> = first.iter().map(Vec::as_slice).collect();
+        assert!(session.handle_lines(&refs, &mut replies).await);
+        // Known (h0..h2) and new (h3..h5) series; the known ones are written, then it panics.
+        session.inject_panics = 1;
+        let second = lines(&batch(1_356_998_410, 0..6));
+        let refs: Vec<&[u8]> = second.iter().map(Vec::as_slice).collect();
+        assert!(session.handle_lines(&refs, &mut replies).await);
+        assert_eq!(String::from_utf8_lossy(&replies), "");
+        assert_eq!(panics.get(), 1);
+        // Both tries panic: one error line per put line, and the `version` after them.
+        session.inject_panics = 2;
+        let mut third = lines(&batch(1_356_998_420, 0..2));
+        third.push(b"version".to_vec());
+        let refs: Vec<&[u8]> = third.iter().map(Vec::as_slice).collect();
+        assert!(session.handle_lines(&refs, &mut replies).await);
+        let text = String::from_utf8_lossy(&replies).into_owned();
+        let errors: Vec<&str> = text.lines().take(2).collect();
+        assert_eq!(errors, [INTERNAL_ERROR_REPLY.trim_end(); 2], "{text}");
+        assert!(
+            text.lines()
+                .nth(2)
+                .is_some_and(|l| l.starts_with("net.opentsdb"))
+        );
+        assert_eq!(panics.get(), 3);
+        // The connection carries on as before.
+        let fourth = lines(&batch(1_356_998_430, 0..6));
+        let refs: Vec<&[u8]> = fourth.iter().map(Vec::as_slice).collect();
+        replies.clear();
+        assert!(session.handle_lines(&refs, &mut replies).await);
+        session.settle();
+        assert_eq!(String::from_utf8_lossy(&replies), "");
+        let ids = tsdb.find_series("m", &[])?;
+        let mut got = std::collections::BTreeMap::new();
+        for s in tsdb.read_series(&ids, 0, i64::MAX)? {
+            got.insert(
+                s.tags[0].1.clone(),
+                s.points.iter().map(|p| p.0 / 1000).collect(),
+            );
+        }
+        // The refused batch's first try wrote h0 and h1 before it panicked: the replies
+        // said the points may not be stored, not that they were not.
+        let expect = |h: u32| -> (String, Vec<i64>) {
+            let ts = match h {
+                0 | 1 => vec![1_356_998_400, 1_356_998_410, 1_356_998_420, 1_356_998_430],
+                2 => vec![1_356_998_400, 1_356_998_410, 1_356_998_430],
+                _ => vec![1_356_998_410, 1_356_998_430],
+            };
+            (format!("h{h}"), ts)
+        };
+        let want: std::collections::BTreeMap<String, Vec<i64>> = (0..6).map(expect).collect();
+        assert_eq!(got, want);
         Ok(())
     }
 
