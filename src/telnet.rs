@@ -50,6 +50,7 @@ where
     W: AsyncWrite + Unpin,
 {
     let mut shutdown = shared.shutdown.clone();
+    let idle = shared.config.telnet_idle_timeout;
     let mut splitter = LineSplitter::new(shared.config.max_line_bytes);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     // The lines of one read: their ranges in the read's chunk, and the slices (an empty
@@ -62,10 +63,26 @@ where
         // A read error (a reset) ends the connection like a close does, and the whole lines
         // read before it are still stored; an unterminated tail is dropped then, as it may be
         // cut anywhere.
+        // A connection idle past `telnet_idle_timeout_ms` is closed like a reset: a line it
+        // left unterminated is dropped.
+        let read_or_idle = async {
+            match idle {
+                Some(idle) => tokio::time::timeout(idle, read.read_buf(&mut buf)).await,
+                None => Ok(read.read_buf(&mut buf).await),
+            }
+        };
         let (n, reset) = tokio::select! {
-            n = read.read_buf(&mut buf) => match n {
-                Ok(n) => (n, false),
-                Err(_) => (0, true),
+            n = read_or_idle => match n {
+                Ok(Ok(n)) => (n, false),
+                Ok(Err(_)) => (0, true),
+                Err(_) => {
+                    shared
+                        .metrics
+                        .connections_timed_out
+                        .with_label_values(&[crate::metrics::phase::TELNET_IDLE])
+                        .inc();
+                    (0, true)
+                }
             },
             _ = shutdown.changed() => (0, false),
         };

@@ -7,6 +7,7 @@ mod export;
 mod grafana;
 mod harness;
 mod http_put;
+mod limits;
 mod metrics;
 mod protocol;
 mod telnet_put;
