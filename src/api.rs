@@ -204,6 +204,8 @@ fn query_method(method: &Method) -> strata_query::QueryMethod {
 
 fn query_limits(shared: &Shared) -> strata_query::QueryLimits {
     strata_query::QueryLimits {
+        max_series: shared.config.query_max_series,
+        max_data_points: shared.config.query_max_data_points,
         timeout: shared.config.query_timeout,
         allow_delete: shared.config.allow_delete,
         ..strata_query::QueryLimits::default()
@@ -351,8 +353,11 @@ pub(crate) fn dropcaches() -> Resp {
 /// (OpenTSDB's `No such name …` on reads), everything else 500.
 pub(crate) fn tsdb_error(e: &strata_tsdb::Error) -> Resp {
     match e.kind() {
-        strata_tsdb::ErrorKind::Client | strata_tsdb::ErrorKind::NotFound => {
-            error(StatusCode::BAD_REQUEST, &e.to_string(), "")
+        strata_tsdb::ErrorKind::Client => error(StatusCode::BAD_REQUEST, &e.to_string(), ""),
+        // OpenTSDB repeats a name-resolution error's message as its details.
+        strata_tsdb::ErrorKind::NotFound => {
+            let message = e.to_string();
+            error(StatusCode::BAD_REQUEST, &message, &message)
         }
         _ => error(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -58,6 +58,15 @@ pub(crate) struct ServeArgs {
     /// limit (OpenTSDB's `tsd.query.timeout`) [default: 60000].
     #[arg(long, env = "STRATA_QUERY_TIMEOUT_MS")]
     pub(crate) query_timeout_ms: Option<u64>,
+    /// Most series one sub-query of `/api/query` may read; past it the query gets a 413 that
+    /// names the limit. 0 means no limit [default: 500000].
+    #[arg(long, env = "STRATA_QUERY_MAX_SERIES")]
+    pub(crate) query_max_series: Option<usize>,
+    /// Most data points one query may read (OpenTSDB's `tsd.query.limits.data_points.default`);
+    /// past it the query gets a 413 that names the limit. 0 means no limit [default:
+    /// 100000000].
+    #[arg(long, env = "STRATA_QUERY_MAX_DATA_POINTS")]
+    pub(crate) query_max_data_points: Option<usize>,
     /// Origins allowed to make cross-origin (CORS) HTTP requests: empty turns CORS off, `*`
     /// allows any origin, otherwise a comma-separated list (OpenTSDB's
     /// `tsd.http.request.cors_domains`) [default: empty].
@@ -121,6 +130,16 @@ const DEFAULT_HEADER_TIMEOUT_MS: u64 = 10_000;
 /// intervals up to a minute, and a body that stops for a minute is not coming.
 const DEFAULT_HTTP_IDLE_TIMEOUT_MS: u64 = 60_000;
 
+/// The default `query_max_series`, per sub-query. A Grafana panel over every host of a
+/// 100,000-host fleet reads 100,000 series, and the 1 M-series benchmark's panels read 50,000;
+/// a query past half a million series holds hundreds of MB of names and buckets, which no
+/// panel can draw.
+const DEFAULT_QUERY_MAX_SERIES: usize = 500_000;
+/// The default `query_max_data_points`, per query: a week of 10 s points over 1,650 series, or
+/// a day over 11,500; reading that takes seconds, and a `none` answer of it is gigabytes of
+/// JSON. OpenTSDB has the limit but leaves it off.
+const DEFAULT_QUERY_MAX_DATA_POINTS: usize = 100_000_000;
+
 /// OpenTSDB's default `tsd.http.request.cors_headers`.
 pub(crate) const DEFAULT_CORS_HEADERS: &str = "Authorization, Content-Type, Accept, Origin, \
      User-Agent, DNT, Cache-Control, X-Mx-ReqToken, Keep-Alive, X-Requested-With, \
@@ -144,6 +163,8 @@ struct FileConfig {
     header_timeout_ms: Option<u64>,
     http_idle_timeout_ms: Option<u64>,
     telnet_idle_timeout_ms: Option<u64>,
+    query_max_series: Option<usize>,
+    query_max_data_points: Option<usize>,
     cors_domains: Option<String>,
     cors_headers: Option<String>,
     allow_delete: Option<bool>,
@@ -209,6 +230,10 @@ pub(crate) struct Config {
     pub(crate) http_idle_timeout: Option<Duration>,
     /// For a telnet connection that sends nothing; `None` = never.
     pub(crate) telnet_idle_timeout: Option<Duration>,
+    /// Most series per sub-query; 0 = no limit.
+    pub(crate) query_max_series: usize,
+    /// Most data points per query; 0 = no limit.
+    pub(crate) query_max_data_points: usize,
     pub(crate) cors: Cors,
     pub(crate) cors_headers: String,
     /// Whether queries may delete.
@@ -283,6 +308,14 @@ impl Config {
                 args.telnet_idle_timeout_ms.or(file.telnet_idle_timeout_ms),
                 0,
             ),
+            query_max_series: args
+                .query_max_series
+                .or(file.query_max_series)
+                .unwrap_or(DEFAULT_QUERY_MAX_SERIES),
+            query_max_data_points: args
+                .query_max_data_points
+                .or(file.query_max_data_points)
+                .unwrap_or(DEFAULT_QUERY_MAX_DATA_POINTS),
             cors: Cors::parse(
                 args.cors_domains
                     .as_deref()
@@ -376,16 +409,21 @@ mod tests {
         assert_eq!(c.header_timeout, Some(Duration::from_secs(10)));
         assert_eq!(c.http_idle_timeout, Some(Duration::from_secs(60)));
         assert_eq!(c.telnet_idle_timeout, None, "telnet idling is allowed");
+        assert_eq!(
+            (c.query_max_series, c.query_max_data_points),
+            (500_000, 100_000_000)
+        );
         Ok(())
     }
 
     #[test]
-    fn timeouts_come_from_the_file_and_flags_and_zero_turns_them_off() -> anyhow::Result<()> {
+    fn limits_come_from_the_file_and_flags_and_zero_turns_them_off() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("strata.toml");
         std::fs::write(
             &path,
-            "header_timeout_ms = 0\nhttp_idle_timeout_ms = 5000\ntelnet_idle_timeout_ms = 900000\n",
+            "header_timeout_ms = 0\nhttp_idle_timeout_ms = 5000\ntelnet_idle_timeout_ms = 900000\n\
+             query_max_series = 0\nquery_max_data_points = 7\n",
         )?;
         let args = ServeArgs {
             storage: StorageArgs {
@@ -399,6 +437,7 @@ mod tests {
         assert_eq!(c.header_timeout, None);
         assert_eq!(c.http_idle_timeout, Some(Duration::from_secs(7)));
         assert_eq!(c.telnet_idle_timeout, Some(Duration::from_secs(900)));
+        assert_eq!((c.query_max_series, c.query_max_data_points), (0, 7));
         Ok(())
     }
 

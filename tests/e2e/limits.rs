@@ -231,3 +231,68 @@ fn a_declared_oversized_body_gets_413_at_once() -> anyhow::Result<()> {
     assert_eq!(&continued, b"HTTP/1.1 100 Continue\r\n\r\n");
     Ok(())
 }
+
+/// Query limits are on by default and settable; a query past one gets OpenTSDB's 413, whose
+/// message gives the limit and whose details name the settings.
+#[test]
+fn query_limits_refuse_with_413_naming_the_limit() -> anyhow::Result<()> {
+    let server = Server::start()?;
+    let (status, body) = server.http("GET", "/api/config", b"")?;
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body)?;
+    assert_eq!(v["tsd.query.limits.data_points.default"], "100000000");
+    assert_eq!(v["strata.query_max_series"], "500000");
+    drop(server);
+
+    let dir = tempfile::tempdir()?;
+    let server = Server::start_in(
+        dir.path(),
+        &["--query-max-series", "3", "--query-max-data-points", "10"],
+    )?;
+    let mut put = String::from("[");
+    for host in 0..4 {
+        put.push_str(&format!(
+            r#"{{"metric":"e2e.wide","timestamp":1356998400,"value":{host},"tags":{{"host":"h{host}"}}}},"#
+        ));
+    }
+    for i in 0..11 {
+        put.push_str(&format!(
+            r#"{{"metric":"e2e.long","timestamp":{},"value":{i},"tags":{{"host":"a"}}}},"#,
+            1_356_998_400 + i
+        ));
+    }
+    put.pop();
+    put.push(']');
+    let (status, body) = server.http("POST", "/api/put", put.as_bytes())?;
+    assert_eq!(status, 204, "{body}");
+    let query = |m: &str| {
+        server.http(
+            "GET",
+            &format!("/api/query?start=1356998000&end=1357000000&m={m}"),
+            b"",
+        )
+    };
+    let (status, body) = query("sum:e2e.wide")?;
+    assert_eq!(status, 413, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body)?;
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("4 time series, more than our limit of 3"),
+        "{body}"
+    );
+    let details = v["error"]["details"].as_str().unwrap_or_default();
+    assert!(details.contains("query_max_series"), "{body}");
+    let (status, body) = query("sum:e2e.wide%7Bhost=h1%7Ch2%7D")?;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = query("sum:e2e.long")?;
+    assert_eq!(status, 413, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body)?;
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("more than our limit of 10 data points"),
+        "{body}"
+    );
+    let details = v["error"]["details"].as_str().unwrap_or_default();
+    assert!(details.contains("query_max_data_points"), "{body}");
+    Ok(())
+}

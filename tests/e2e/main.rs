@@ -3,6 +3,7 @@
 
 mod api;
 mod cli;
+mod compat;
 mod export;
 mod grafana;
 mod harness;
