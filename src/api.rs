@@ -47,11 +47,10 @@ pub(crate) async fn dispatch(ep: &str, req: Request<Incoming>, shared: &Shared) 
         "admin/compact" => method_not_allowed(&method),
         "aggregators" => only(&method, &[Method::GET, Method::POST], aggregators),
         "config/filters" => only(&method, &[Method::GET, Method::POST], config_filters),
-        "dropcaches" => only(
-            &method,
-            &[Method::GET, Method::POST, Method::DELETE],
-            dropcaches,
-        ),
+        // GET and DELETE, as OpenTSDB 2.4.1's code (its docs say GET and POST).
+        "dropcaches" => only(&method, &[Method::GET, Method::DELETE], || {
+            dropcaches(shared)
+        }),
         "put" => method_not_allowed(&method),
         "search/lookup" if [Method::GET, Method::POST].contains(&method) => {
             lookup::handle(req, shared).await
@@ -343,10 +342,13 @@ pub(crate) fn config_filters() -> Resp {
     json_ok(&Json::Object(out))
 }
 
-/// `/api/dropcaches`. Strata's UID and index caches are the authoritative in-memory copies of
-/// what is stored, so there is nothing stale to drop; the call succeeds as in OpenTSDB.
-pub(crate) fn dropcaches() -> Resp {
-    json_ok(&json!({ "status": "200", "message": "Caches dropped" }))
+/// `/api/dropcaches`: drops the UID caches (read again from storage), the write path's series
+/// cache and the block cache ([`strata_tsdb::Tsdb::drop_caches`]).
+pub(crate) fn dropcaches(shared: &Shared) -> Resp {
+    match tokio::task::block_in_place(|| shared.tsdb.drop_caches()) {
+        Ok(()) => json_ok(&json!({ "status": "200", "message": "Caches dropped" })),
+        Err(e) => tsdb_error(&e),
+    }
 }
 
 /// Maps a tsdb error to OpenTSDB's error JSON: client errors are 400, unknown names 400 too

@@ -337,7 +337,15 @@ impl Session {
                     break;
                 }
                 Command::Stats => self.reply.push_str(&crate::stats::lines_now(&self.shared)),
-                Command::DropCaches => self.reply.push_str("Caches dropped.\n"),
+                Command::DropCaches => {
+                    // Reading the UID table again takes a while on a large store.
+                    match tokio::task::block_in_place(|| self.shared.tsdb.drop_caches()) {
+                        Ok(()) => self.reply.push_str("Caches dropped.\n"),
+                        Err(e) => self
+                            .reply
+                            .push_str(&format!("dropcaches: storage error: {e}\n")),
+                    }
+                }
                 // Shutting the server down from a socket is disabled, as with OpenTSDB's
                 // `tsd.no_diediedie`.
                 Command::DieDieDie => self
