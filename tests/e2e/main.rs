@@ -11,4 +11,5 @@ mod http_put;
 mod limits;
 mod metrics;
 mod protocol;
+mod readme_tour;
 mod telnet_put;
