@@ -100,11 +100,19 @@ fn lines_sent_right_before_close_are_stored() -> anyhow::Result<()> {
         }
         conn.write_all(b"put m.close 1356999999 7 host=h")?;
     }
-    // A second connection's barrier does not order the first one; poll the server instead.
-    let mut conn = server.connect()?;
-    let mut reader = BufReader::new(conn.try_clone()?);
-    barrier(&mut conn, &mut reader)?;
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // A second connection's barrier does not order the first one: poll the server until it
+    // has stored the first connection's lines.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let stored = || -> anyhow::Result<f64> {
+        let (_, text) = server.http("GET", "/metrics", b"")?;
+        Ok(
+            crate::metrics::sample(&text, "strata_points_stored_total{protocol=\"telnet\"}")
+                .unwrap_or(0.0),
+        )
+    };
+    while stored()? < 501.0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let status = server.stop()?;
     assert!(status.success(), "strata exited with {status:?}");
     let series = read_all(dir.path(), "m.close")?;
