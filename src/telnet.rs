@@ -23,6 +23,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::server::Shared;
+use crate::unwind::CatchUnwind;
 use crate::version;
 
 /// Bytes read from the socket at a time. A chunk's puts become one storage write.
@@ -99,7 +100,19 @@ where
         let mut lines: Vec<&[u8]> = recycle(std::mem::take(&mut lines_buf));
         lines.extend(ranges.iter().map(|r| &chunk[r.clone()]));
         lines.extend(last.as_deref());
-        let keep_going = session.handle_lines(&lines, &mut write).await;
+        // A panic outside the put batches (which `store_puts` guards) still leaves the
+        // connection open: counted, answered with an error line, the series cache dropped.
+        let handled = CatchUnwind::new(session.handle_lines(&lines, &mut write)).await;
+        let keep_going = match handled {
+            Ok(keep_going) => keep_going,
+            Err(panic) => {
+                session.count_panic(&panic, "handling telnet lines panicked");
+                session.known = KnownSeries::default();
+                session.reply.push_str(INTERNAL_ERROR_LINES_REPLY);
+                session.send(&mut write).await;
+                true
+            }
+        };
         lines_buf = recycle(lines);
         if let Some(e) = too_long {
             session.reply.push_str(&format!("{e}\n"));
@@ -176,6 +189,10 @@ struct KnownSeries {
     /// The number of the series of the last line found.
     last: u32,
 }
+
+/// The reply to a read whose lines could not all be handled because of a bug (a panic).
+const INTERNAL_ERROR_LINES_REPLY: &str =
+    "error: internal error (logged by the server); some of the last lines were not handled\n";
 
 /// The reply to a put line whose batch could not be stored because of a bug (a panic).
 const INTERNAL_ERROR_REPLY: &str =
@@ -323,6 +340,11 @@ impl Session {
             .inc_by(lines.len() as u64);
         let mut puts: Vec<&[u8]> = recycle(std::mem::take(&mut self.puts_buf));
         for &line in lines {
+            // The tests of the guard in `serve_lines`.
+            #[cfg(test)]
+            if line == b"test-panic" {
+                panic!("a panic injected by a test");
+            }
             let command = parse_command(line);
             if matches!(command, Command::Put(_)) {
                 puts.push(line);
@@ -748,6 +770,49 @@ mod tests {
         };
         let want: std::collections::BTreeMap<String, Vec<i64>> = (0..6).map(expect).collect();
         assert_eq!(got, want);
+        Ok(())
+    }
+
+    /// A panic while handling a read's lines outside a put batch leaves the connection open:
+    /// an error line, the panic counted, and the lines after it are served.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panic_outside_a_batch_keeps_the_connection() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
+        let (shared, _keep) = Shared::for_test(tsdb.clone())?;
+        // Two reads: the guard catches the first, the second is served as usual.
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(server);
+        let conn = tokio::spawn(serve_lines(read, write, shared.clone()));
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        client
+            .write_all(b"put m 1356998400 1 host=a\ntest-panic\n")
+            .await?;
+        let (client_read, mut client_write) = tokio::io::split(client);
+        let mut replies = tokio::io::BufReader::new(client_read).lines();
+        // A bound, so that a reply that never comes fails the test instead of hanging it.
+        let within = std::time::Duration::from_secs(60);
+        let first = tokio::time::timeout(within, replies.next_line()).await??;
+        assert_eq!(
+            first.as_deref(),
+            Some(INTERNAL_ERROR_LINES_REPLY.trim_end())
+        );
+        client_write
+            .write_all(b"put m 1356998410 2 host=a\nversion\nexit\n")
+            .await?;
+        let version = tokio::time::timeout(within, replies.next_line())
+            .await??
+            .unwrap_or_default();
+        assert!(version.starts_with("net.opentsdb"), "{version}");
+        conn.await??;
+        let panics = shared.metrics.ingest_panics.with_label_values(&["telnet"]);
+        assert_eq!(panics.get(), 1);
+        // The put before the panic was not handled (the error line said so); the one after
+        // was.
+        let ids = tsdb.find_series("m", &[])?;
+        let series = tsdb.read_series(&ids, 0, i64::MAX)?;
+        let points: Vec<i64> = series[0].points.iter().map(|p| p.0).collect();
+        assert_eq!(points, vec![1_356_998_410_000]);
         Ok(())
     }
 
