@@ -31,6 +31,11 @@ const READ_CHUNK: usize = 64 << 10;
 /// A connection lets its worker's other tasks run, between two chunks, once this long has
 /// passed since it last did: a bound on how long it keeps them waiting.
 const YIELD_AFTER: std::time::Duration = std::time::Duration::from_micros(300);
+/// How long a reply may wait for the peer to read it. A collector that never reads (tcollector
+/// reads only its `version` check) fills its receive buffer with error replies over time; were
+/// the reply to wait for ever, the connection would stop reading its puts and the collector's
+/// sends would block in turn. Past this the connection stops replying and goes on reading.
+const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Series one connection remembers. A remembered series costs its text, a hash slot and a
 /// handle: about 150 bytes, so this bounds a connection's cache near 10 MB. Past it, a batch's
 /// new series go the full way, and the next batch starts with an empty cache (see
@@ -148,6 +153,8 @@ struct Session {
     /// never read replies (`shared/spec/README.md`), so a failed write must not stop the lines
     /// already on their way from being stored: the connection keeps reading until EOF.
     writable: bool,
+    /// How long a reply may wait for the peer to take it ([`REPLY_TIMEOUT`]).
+    reply_timeout: std::time::Duration,
     /// The parsed points' buffer (with their line numbers), kept empty between batches (see
     /// [`recycle`]).
     parsed_buf: Vec<(usize, strata_ingest::PointRef<'static>)>,
@@ -316,6 +323,7 @@ impl Session {
             puts_buf: Vec::new(),
             reply: String::new(),
             writable: true,
+            reply_timeout: REPLY_TIMEOUT,
             parsed_buf: Vec::new(),
             points_buf: Vec::new(),
             known: KnownSeries::default(),
@@ -392,12 +400,19 @@ impl Session {
         if !self.reply.is_empty() {
             self.settle();
         }
-        if self.writable
-            && !self.reply.is_empty()
-            && let Err(e) = write.write_all(self.reply.as_bytes()).await
-        {
-            tracing::debug!(error = %e, "telnet peer stopped taking replies; still reading");
-            self.writable = false;
+        if self.writable && !self.reply.is_empty() {
+            let reply = write.write_all(self.reply.as_bytes());
+            match tokio::time::timeout(self.reply_timeout, reply).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "telnet peer stopped taking replies; still reading");
+                    self.writable = false;
+                }
+                Err(_) => {
+                    tracing::debug!("telnet peer does not read its replies; still reading");
+                    self.writable = false;
+                }
+            }
         }
         self.reply.clear();
     }
@@ -813,6 +828,29 @@ mod tests {
         let series = tsdb.read_series(&ids, 0, i64::MAX)?;
         let points: Vec<i64> = series[0].points.iter().map(|p| p.0).collect();
         assert_eq!(points, vec![1_356_998_410_000]);
+        Ok(())
+    }
+
+    /// A peer that does not read its replies: once a reply has waited past the reply timeout,
+    /// the connection stops replying and goes on storing the lines it reads.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_peer_that_never_reads_replies_is_still_read() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
+        let (shared, _keep) = Shared::for_test(tsdb.clone())?;
+        let mut session = Session::new(shared);
+        session.reply_timeout = std::time::Duration::from_millis(50);
+        // Room for 8 bytes of replies, and nobody reads them.
+        let (mut peer, _unread) = tokio::io::duplex(8);
+        let bad: [&[u8]; 2] = [b"put m 1356998400 x h=a", b"put m 1356998400 1 h=a"];
+        assert!(session.handle_lines(&bad, &mut peer).await);
+        assert!(!session.writable);
+        let next: [&[u8]; 2] = [b"put m 1356998410 2 h=a", b"put m x"];
+        assert!(session.handle_lines(&next, &mut peer).await);
+        let ids = tsdb.find_series("m", &[])?;
+        let series = tsdb.read_series(&ids, 0, i64::MAX)?;
+        let points: Vec<i64> = series[0].points.iter().map(|p| p.0).collect();
+        assert_eq!(points, vec![1_356_998_400_000, 1_356_998_410_000]);
         Ok(())
     }
 
