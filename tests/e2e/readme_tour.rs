@@ -64,6 +64,9 @@ fn run(command: &str, path: &str) -> anyhow::Result<String> {
     let out = Command::new("bash")
         .args(["-c", &format!("set -o pipefail; {command}")])
         .env("PATH", path)
+        // A proxy set in the environment must not take the loopback requests.
+        .env("NO_PROXY", "127.0.0.1")
+        .env("no_proxy", "127.0.0.1")
         .output()
         .with_context(|| format!("running {command}"))?;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
