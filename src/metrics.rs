@@ -17,6 +17,22 @@ pub(crate) const TELNET: &str = "telnet";
 /// The protocol label of HTTP ingest.
 pub(crate) const HTTP: &str = "http";
 
+/// Where a connection was when it timed out: the values of the `phase` label.
+pub(crate) mod phase {
+    /// A new connection sent nothing (`header_timeout_ms`).
+    pub(crate) const FIRST_BYTE: &str = "first_byte";
+    /// An HTTP request's header did not arrive in time (`header_timeout_ms`).
+    pub(crate) const HTTP_HEADER: &str = "http_header";
+    /// An HTTP connection waited too long for its next request (`http_idle_timeout_ms`).
+    pub(crate) const HTTP_IDLE: &str = "http_idle";
+    /// An HTTP request body paused too long (`http_idle_timeout_ms`).
+    pub(crate) const HTTP_BODY: &str = "http_body";
+    /// A telnet connection sent nothing for too long (`telnet_idle_timeout_ms`).
+    pub(crate) const TELNET_IDLE: &str = "telnet_idle";
+    /// Every phase.
+    pub(crate) const ALL: [&str; 5] = [FIRST_BYTE, HTTP_HEADER, HTTP_IDLE, HTTP_BODY, TELNET_IDLE];
+}
+
 /// Why a point was rejected: the values of the `reason` label.
 pub(crate) mod reason {
     /// The line or object had the wrong shape (too few tokens, not UTF-8).
@@ -106,10 +122,15 @@ pub(crate) struct Metrics {
     pub(crate) connections: IntCounterVec,
     /// Connections refused because `max_connections` were open.
     pub(crate) connections_refused: IntCounter,
+    /// Connections closed by a timeout, by phase (see [`phase`]).
+    pub(crate) connections_timed_out: IntCounterVec,
     /// Telnet commands received (put lines included).
     pub(crate) telnet_commands: IntCounter,
     /// `/api/put?sync&sync_timeout` requests answered before the write was durable.
     pub(crate) put_sync_timeouts: IntCounter,
+    /// Panics caught in a telnet batch or an HTTP request, by protocol: each is a bug,
+    /// answered with an error instead of a dropped connection.
+    pub(crate) ingest_panics: IntCounterVec,
     /// HTTP request latency by endpoint.
     pub(crate) request_duration: HistogramVec,
     engine: EngineGauges,
@@ -246,8 +267,24 @@ impl Metrics {
             "Connections accepted, by protocol.",
             &["protocol"],
         )?;
+        let connections_timed_out = b.counter_vec(
+            "strata_connections_timed_out_total",
+            "Connections closed because a client was too slow, by phase: first_byte, \
+             http_header, http_idle, http_body, telnet_idle.",
+            &["phase"],
+        )?;
+        for p in phase::ALL {
+            connections_timed_out.with_label_values(&[p]);
+        }
+        let ingest_panics = b.counter_vec(
+            "strata_ingest_panics_total",
+            "Panics (bugs) caught in a telnet batch or an HTTP request and answered with an \
+             error, by protocol.",
+            &["protocol"],
+        )?;
         for p in [TELNET, HTTP] {
             connections.with_label_values(&[p]);
+            ingest_panics.with_label_values(&[p]);
             for r in reason::ALL {
                 rejected.with_label_values(&[p, r]);
             }
@@ -383,8 +420,10 @@ impl Metrics {
             connections,
             connections_refused: b.counter(
                 "strata_connections_refused_total",
-                "Connections refused because max_connections were open.",
+                "Connections refused because max_connections were open and no slot came free \
+                 in time.",
             )?,
+            connections_timed_out,
             telnet_commands: b.counter(
                 "strata_telnet_commands_total",
                 "Telnet command lines received, put lines included.",
@@ -393,6 +432,7 @@ impl Metrics {
                 "strata_http_put_sync_timeouts_total",
                 "/api/put?sync requests answered when sync_timeout expired.",
             )?,
+            ingest_panics,
             request_duration,
             engine,
             tsdb,

@@ -169,10 +169,21 @@ async fn write_sync_within(
     timeout: Duration,
 ) -> Result<Vec<strata_tsdb::Result<()>>, WriteTimedOut> {
     let n = points.len();
-    let task = tokio::task::spawn_blocking(move || {
+    run_within(timeout, n, move || {
         let refs: Vec<PointRef<'_, String>> = points.iter().map(Point::as_ref).collect();
         tsdb.write_sync(&refs)
-    });
+    })
+    .await
+}
+
+/// Runs `write`, the write of `n` points, on a blocking thread and waits for at most
+/// `timeout`; see [`write_sync_within`].
+async fn run_within(
+    timeout: Duration,
+    n: usize,
+    write: impl FnOnce() -> Vec<strata_tsdb::Result<()>> + Send + 'static,
+) -> Result<Vec<strata_tsdb::Result<()>>, WriteTimedOut> {
+    let task = tokio::task::spawn_blocking(write);
     match tokio::time::timeout(timeout, task).await {
         Ok(Ok(results)) => Ok(results),
         // The write panicked: report every point as a storage failure.
@@ -355,12 +366,28 @@ mod tests {
             .map_err(|e| anyhow::anyhow!("{e:?}"))?;
         assert_eq!(results.len(), 1);
         assert!(results[0].is_ok());
-        // A 1 ms timeout on 200k points: the reply comes first.
-        let many: Vec<Point> = (0..200_000).map(point).collect();
-        let started = std::time::Instant::now();
-        let r = write_sync_within(tsdb.clone(), many, Duration::from_millis(1)).await;
-        assert!(r.is_err(), "the write finished within 1 ms");
-        assert!(started.elapsed() < Duration::from_secs(1));
+        // A write that cannot finish before the test lets it: the reply comes at the
+        // timeout, and the write carries on and finishes afterwards.
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let (finished, done) = std::sync::mpsc::channel::<()>();
+        let r = run_within(Duration::from_millis(1), 1, move || {
+            let _ = wait.recv();
+            let _ = finished.send(());
+            vec![Ok(())]
+        })
+        .await;
+        assert!(r.is_err(), "the reply waited for the write");
+        release.send(())?;
+        done.recv()?;
+        // A write that panics: every point is a storage failure.
+        let r = run_within(Duration::from_secs(30), 2, || panic!("a failed write"))
+            .await
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        assert_eq!(r.len(), 2);
+        assert!(
+            r.iter()
+                .all(|r| r.as_ref().is_err_and(|e| e.kind() == ErrorKind::Server))
+        );
         Ok(())
     }
 

@@ -538,6 +538,11 @@ impl Db {
         self.inner.compact_all()
     }
 
+    /// Empties the block cache; later reads fill it again from the files.
+    pub fn clear_block_cache(&self) {
+        self.inner.cache.clear();
+    }
+
     /// Current counters.
     pub fn stats(&self) -> EngineStats {
         let inner = &self.inner;

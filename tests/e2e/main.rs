@@ -3,12 +3,15 @@
 
 mod api;
 mod cli;
+mod compat;
 mod exact_values;
 mod export;
 mod fsck;
 mod grafana;
 mod harness;
 mod http_put;
+mod limits;
 mod metrics;
 mod protocol;
+mod readme_tour;
 mod telnet_put;
