@@ -127,6 +127,11 @@ pub(crate) struct Wal {
     out: Mutex<Segment>,
     /// Set once `Queue::failed` is: read without the queue's lock.
     failed: AtomicBool,
+    /// Held across every fsync and the failure it may record, so that no fsync can succeed
+    /// (and report bytes durable) between another one's failure and that failure being
+    /// recorded: the second fsync of a file whose first failed succeeds without the lost
+    /// bytes. Taken after `out`, before `queue`.
+    sync_lock: Mutex<()>,
     stats: WalStats,
 }
 
@@ -228,6 +233,7 @@ impl Wal {
             queue_cv: Condvar::new(),
             out: Mutex::new(out),
             failed: AtomicBool::new(false),
+            sync_lock: Mutex::new(()),
             stats: WalStats::default(),
         })
     }
@@ -487,8 +493,21 @@ impl Wal {
     }
 
     fn sync_locked(&self, out: &mut Segment) -> Result<()> {
-        out.file.sync()?;
+        self.fsync(&*out.file)?;
         out.dirty = false;
+        Ok(())
+    }
+
+    /// Fsyncs `file`, unless the WAL has failed; a failure is recorded before any other
+    /// fsync can run (see `sync_lock`).
+    fn fsync(&self, file: &dyn LogFile) -> Result<()> {
+        let _one_at_a_time = self.sync_lock.lock();
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
+        if let Err(e) = file.sync() {
+            return Err(self.fail(e));
+        }
         self.stats.syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -539,13 +558,7 @@ impl Wal {
             return Err(e);
         }
         let mut out = self.out.lock();
-        match self.sync_locked(&mut out) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                drop(out);
-                Err(self.fail(e))
-            }
-        }
+        self.sync_locked(&mut out)
     }
 
     /// Fsyncs if anything was written since the last fsync, without blocking writers during
@@ -564,11 +577,7 @@ impl Wal {
             out.dirty = false;
             Arc::clone(&out.file)
         };
-        if let Err(e) = file.sync() {
-            return Err(self.fail(e));
-        }
-        self.stats.syncs.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        self.fsync(&*file)
     }
 
     /// Starts a thread that fsyncs every `interval` while `wal` is alive.
