@@ -9,6 +9,7 @@ mod put;
 mod server;
 mod stats;
 mod telnet;
+mod ui;
 mod version;
 
 use clap::{Parser, Subcommand};
