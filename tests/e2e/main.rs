@@ -12,3 +12,4 @@ mod http_put;
 mod metrics;
 mod protocol;
 mod telnet_put;
+mod ui;
