@@ -339,7 +339,7 @@
   }
 
   async function suggest(type, prefix) {
-    const names = await getJson(`/api/suggest?type=${type}&q=${encodeURIComponent(prefix)}&max=${SUGGEST_MAX}`);
+    const names = await getJson(`api/suggest?type=${type}&q=${encodeURIComponent(prefix)}&max=${SUGGEST_MAX}`);
     return Array.isArray(names) ? names : [];
   }
 
@@ -347,7 +347,7 @@
   async function metricTags(metric) {
     if (!metric) return null;
     if (!lookups.has(metric)) {
-      lookups.set(metric, getJson(`/api/search/lookup?m=${encodeURIComponent(metric)}&limit=0`).then((j) => {
+      lookups.set(metric, getJson(`api/search/lookup?m=${encodeURIComponent(metric)}&limit=0`).then((j) => {
         if (!j || !Array.isArray(j.results)) return null;
         const tags = new Map();
         for (const s of j.results) {
@@ -413,16 +413,18 @@
 
   function showShare(state) {
     const qs = urlQuery(state);
-    const origin = location.origin;
-    $('#link').value = `${origin}/?${qs}`;
+    // The page and the API share a base, so this also holds behind a proxy that adds a prefix.
+    const page = `${location.origin}${location.pathname}`;
+    const api = new URL('api/query', location.href).href;
+    $('#link').value = `${page}?${qs}`;
     const body = queryBody(state);
     $('#body').textContent = JSON.stringify(body, null, 2);
     $('#curl').textContent = [
-      `curl -s ${shellQuote(`${origin}/api/query`)} -H 'Content-Type: application/json' \\`,
+      `curl -s ${shellQuote(api)} -H 'Content-Type: application/json' \\`,
       `  -d ${shellQuote(JSON.stringify(body))}`,
       '',
       '# The same in the GET form; -g keeps curl from globbing the braces.',
-      `curl -sg ${shellQuote(`${origin}/api/query?${qs}&ms`)}`,
+      `curl -sg ${shellQuote(`${api}?${qs}&ms`)}`,
     ].join('\n');
   }
 
@@ -506,7 +508,7 @@
     let status = 0;
     let text = '';
     try {
-      const resp = await fetch('/api/query', {
+      const resp = await fetch('api/query', {
         method: 'POST',
         headers: { 'Content-Type': 'application/json' },
         body: JSON.stringify(queryBody(state)),
@@ -541,8 +543,8 @@
 
   function submit(push) {
     const state = readForm();
-    const url = `/?${urlQuery(state)}`;
-    if (push && url !== location.pathname + location.search) history.pushState(null, '', url);
+    const search = `?${urlQuery(state)}`;
+    if (push && search !== location.search) history.pushState(null, '', location.pathname + search);
     run(state);
   }
 
@@ -605,7 +607,7 @@
 
   async function init() {
     wire();
-    const [names, version] = await Promise.all([getJson('/api/aggregators'), getJson('/api/version')]);
+    const [names, version] = await Promise.all([getJson('api/aggregators'), getJson('api/version')]);
     if (Array.isArray(names) && names.length) aggregators = [...names].sort();
     if (version && version.version) $('#version').textContent = `v${version.version}`;
     const state = stateFromUrl();

@@ -43,12 +43,13 @@ fn the_page_and_its_assets_are_served_with_types_and_cache_headers() -> anyhow::
     assert!(page.contains(r#"<div id="chart">"#), "{page}");
 
     // Every script and stylesheet the page names is served from here, cacheable for good.
-    let assets: Vec<&str> = page
+    let assets: Vec<String> = page
         .split(['"', '\''])
-        .filter(|s| s.starts_with("/ui/"))
+        .filter(|s| s.starts_with("ui/"))
+        .map(|s| format!("/{s}"))
         .collect();
     assert_eq!(assets.len(), 4, "{assets:?}");
-    for asset in assets {
+    for asset in &assets {
         let (status, head, body) = server.http_bytes("GET", asset, "", b"")?;
         assert_eq!(status, 200, "{asset}: {head}");
         assert!(!body.is_empty(), "{asset}");
@@ -239,6 +240,10 @@ fn severe(log: &Json) -> Vec<&Json> {
         .collect()
 }
 
+/// A script that is true once the legend shows the values under the cursor (`--` without one).
+const LEGEND_HAS_VALUES: &str =
+    "return document.querySelector('#chart .u-legend .u-value').textContent !== '--'";
+
 /// A script that is true once the datalist `<name>-list` holds exactly `values` (comma-joined).
 fn list_is(name: &str, values: &str) -> String {
     format!(
@@ -312,7 +317,14 @@ fn chromium_draws_every_point_of_a_shared_query_url() -> anyhow::Result<()> {
         "pages": [
             {
                 "path": "/?start=1h-ago&m=sum:ui.cpu{host=*}",
-                "actions": [["type", ".tag-value", "a"], ["click", "#go"]],
+                // Hovering moves the cursor and fills the legend's values (styles the page's
+                // policy must allow); then one host is picked.
+                "actions": [
+                    ["hover", "#chart .u-over"],
+                    ["wait", LEGEND_HAS_VALUES],
+                    ["type", ".tag-value", "a"],
+                    ["click", "#go"],
+                ],
             },
             { "path": format!("/?{multi}") },
             { "path": "/#start=1h-ago&m=sum:ui.cpu{host=*}" },

@@ -4,10 +4,10 @@ Usage: python ui_browser.py SPEC.json, where the spec is
   {"base": "http://127.0.0.1:PORT", "chromium": PATH, "chromedriver": PATH,
    "roundtrip": [m, ...],
    "pages": [{"path": "/?start=...", "wait": true,
-              "actions": [["type"|"select"|"click", css, text] | ["wait", js], ...]}]}
+              "actions": [["type"|"select"|"click"|"hover", css, text] | ["wait", js], ...]}]}
 
 Opens each page, waits until the chart is drawn (#chart[data-points]) or an error is shown
-(unless "wait" is false), optionally acts on the form (typing, choosing, clicking, waiting for
+(unless "wait" is false), optionally acts on the form (typing, choosing, clicking, hovering, waiting for
 a script to return true) and waits again, and prints one JSON object on stdout with what the
 page showed and what the browser logged. The checks are the test's; this script only reports.
 """
@@ -18,6 +18,7 @@ import tempfile
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -85,6 +86,8 @@ def act(driver, action):
         Select(el).select_by_value(rest[0])
     elif kind == "click":
         el.click()
+    elif kind == "hover":
+        ActionChains(driver).move_to_element(el).perform()
     elif kind == "wait":
         WebDriverWait(driver, WAIT_S).until(lambda d: d.execute_script(css))
     else:
