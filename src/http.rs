@@ -1,5 +1,6 @@
 //! HTTP: a thin router over hyper that speaks OpenTSDB's API conventions (path normalisation,
-//! `/api/v1/…`, error JSON, CORS), plus `/metrics` and `/api/stats`.
+//! `/api/v1/…`, error JSON, CORS), plus `/metrics`, `/api/stats` and the graph page (`/`,
+//! [`crate::ui`]).
 //!
 //! CORS follows OpenTSDB's `tsd.http.request.cors_domains` (`shared/spec/opentsdb.md` §c.1):
 //! when it is off an `OPTIONS` request gets 405. When it is on, a request that carries an
@@ -298,7 +299,11 @@ async fn serve_route(route: Route, req: Request<Incoming>, shared: &Shared) -> R
             );
             resp
         }),
-        Route::Other(_) => error(StatusCode::NOT_FOUND, "Page not found", ""),
+        // The graph page at `/` and its assets under `/ui/`.
+        Route::Other(p) => {
+            crate::ui::serve(&p, &method, req.uri().query().unwrap_or(""), req.headers())
+                .unwrap_or_else(|| error(StatusCode::NOT_FOUND, "Page not found", ""))
+        }
     }
 }
 

@@ -9,6 +9,7 @@ mod put;
 mod server;
 mod stats;
 mod telnet;
+mod ui;
 mod unwind;
 mod version;
 

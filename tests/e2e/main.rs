@@ -15,3 +15,4 @@ mod metrics;
 mod protocol;
 mod readme_tour;
 mod telnet_put;
+mod ui;

@@ -10,7 +10,10 @@ use crate::harness::Server;
 /// Sends `version` and reads up to its two reply lines. Replies keep line order, and a
 /// connection's pending puts are written before a later command is answered, so everything
 /// before this call is stored once it returns. Returns the lines that came before.
-fn barrier(conn: &mut TcpStream, reader: &mut BufReader<TcpStream>) -> anyhow::Result<Vec<String>> {
+pub(crate) fn barrier(
+    conn: &mut TcpStream,
+    reader: &mut BufReader<TcpStream>,
+) -> anyhow::Result<Vec<String>> {
     conn.write_all(b"version\n")?;
     let mut before = Vec::new();
     loop {
