@@ -37,10 +37,11 @@ const YIELD_AFTER: std::time::Duration = std::time::Duration::from_micros(300);
 /// sends would block in turn. Past this the connection stops replying and goes on reading.
 const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Series one connection remembers. A remembered series costs its text, a hash slot and a
-/// handle: about 150 bytes, so this bounds a connection's cache near 10 MB. Past it, a batch's
-/// new series go the full way, and the next batch starts with an empty cache (see
+/// handle: about 150 bytes, so this bounds a connection's cache near 40 MB, enough for a relay
+/// that forwards a quarter of a million series on one connection. Past it, a batch's new
+/// series go the full way, and the next batch starts with an empty cache (see
 /// [`KnownSeries::start_batch`]).
-const MAX_KNOWN_SERIES: usize = 1 << 16;
+const MAX_KNOWN_SERIES: usize = 1 << 18;
 
 /// Serves telnet commands until the client closes the connection, sends `exit`, or the server
 /// shuts down.

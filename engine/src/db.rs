@@ -224,6 +224,13 @@ struct Inner {
 
 /// Directories open in this process: a second open of one waits for the first to be dropped
 /// (its flush thread may still be finishing a flush).
+/// How many times the fixed cost of its rows a memtable's entries may take before it freezes,
+/// when that is more than `DbOptions::memtable_bytes` (see `Inner::freeze_at`).
+const ENTRIES_PER_ROW_BYTE: u64 = 2;
+/// The most a memtable grows past `DbOptions::memtable_bytes` for rows of few entries: with
+/// the default 64 MiB, 512 MiB, what a million rows of a dozen entries take.
+const MEMTABLE_GROWTH: u64 = 8;
+
 static OPEN_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 static OPEN_DIRS_CV: Condvar = Condvar::new();
 
@@ -731,11 +738,23 @@ impl Inner {
         }
         self.last_seq.store(seq, Ordering::Relaxed);
         self.visible_seq.store(seq, Ordering::Release);
-        if active.approximate_bytes() >= self.opts.memtable_bytes as u64
+        if active.approximate_bytes() >= self.freeze_at(&active)
             && let Err(e) = self.freeze()
         {
             tracing::warn!(error = %e, "could not freeze the memtable; the next write tries again");
         }
+    }
+
+    /// The size at which `mem` freezes: `DbOptions::memtable_bytes`, or more when most of
+    /// that would go to rows rather than entries. With many rows of few entries each (a
+    /// million series, each written every few seconds), a flush at the base size would write
+    /// every row with one or two entries, and every compaction after it would copy each row
+    /// once per flush; so a memtable grows until its entries take [`ENTRIES_PER_ROW_BYTE`]
+    /// times what its rows cost, up to [`MEMTABLE_GROWTH`] times the base size.
+    fn freeze_at(&self, mem: &Memtable) -> u64 {
+        let base = self.opts.memtable_bytes as u64;
+        let wanted = mem.row_bytes().saturating_mul(ENTRIES_PER_ROW_BYTE + 1);
+        wanted.clamp(base, base.saturating_mul(MEMTABLE_GROWTH))
     }
 
     /// Freezes the active memtable (if it holds anything) and rolls the WAL. Call only as
@@ -785,14 +804,22 @@ impl Inner {
             .opts
             .l0_stall_files
             .max(self.opts.l0_compaction_trigger.max(2) + 1);
-        let stall = state.frozen.len() >= self.opts.max_frozen_memtables.max(1)
+        // Frozen memtables are bounded in number, and in bytes when they grew past the base
+        // size (see `freeze_at`): one of any size may wait, more only within what the base
+        // size allows.
+        let frozen_bytes: u64 = state.frozen.iter().map(|f| f.mem.approximate_bytes()).sum();
+        let max_frozen = self.opts.max_frozen_memtables.max(1);
+        let stall = state.frozen.len() >= max_frozen
+            || (state.frozen.len() >= 2
+                && frozen_bytes
+                    >= (self.opts.memtable_bytes as u64).saturating_mul(max_frozen as u64))
             || state
                 .files
                 .tables
                 .values()
                 .any(|levels| levels.first().is_some_and(|l0| l0.len() >= l0_limit));
         let overgrown =
-            state.active.approximate_bytes() >= (self.opts.memtable_bytes as u64).saturating_mul(2);
+            state.active.approximate_bytes() >= self.freeze_at(&state.active).saturating_mul(2);
         (stall, overgrown)
     }
 

@@ -42,6 +42,11 @@ use crate::meta;
 use crate::rowkey::{ROW_SPAN_SECS, ROWKEY_HEAD_LEN, RowKey, TIME_LEN};
 use crate::tsdb::Tsdb;
 
+/// How long the background compactor leaves a dirty closed row alone while a backfill goes on
+/// (see `rowcompact_pass`): long enough for the bulk loads it is meant for, short enough that a
+/// backfill that never stops still has its rows folded about once a minute.
+const BACKFILL_DEFER_MS: u64 = 60_000;
+
 /// Rows per pass of [`Tsdb::rowcompact_all`] and of the background compactor: small enough
 /// that a pass does not hold up writers for long, large enough to amortize the marker scan.
 const PASS_ROWS: usize = 1024;
@@ -186,6 +191,12 @@ impl Tsdb {
         let now_ms = inner.opts.clock.now_ms();
         let grace_ms = u64::try_from(inner.opts.rowcompact_grace.as_millis()).unwrap_or(u64::MAX);
         let settle_ms = u64::try_from(settle.as_millis()).unwrap_or(u64::MAX);
+        let backfilling = settle_ms > 0
+            && inner
+                .last_closed_write_ms
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .saturating_add(settle_ms)
+                > now_ms;
         let mut opts = ScanOptions::prefix(&[meta::DIRTY_PREFIX]);
         if let Some(k) = start_after {
             let mut s = k.to_vec();
@@ -226,6 +237,13 @@ impl Tsdb {
                 .and_then(|m| <[u8; 8]>::try_from(m).ok())
                 .map_or(0, u64::from_be_bytes);
             if settle_ms > 0 && dirtied_ms.saturating_add(settle_ms) > now_ms {
+                continue;
+            }
+            // A marker keeps the time its row was first dirtied, not the last write's, so
+            // while a backfill goes on (writes to closed rows within `settle`) a row is left
+            // to it for up to `BACKFILL_DEFER` instead: folding it now would fold it again and
+            // again as its points keep coming.
+            if backfilling && dirtied_ms.saturating_add(BACKFILL_DEFER_MS) > now_ms {
                 continue;
             }
             candidates.push(Candidate {
@@ -629,6 +647,52 @@ mod tests {
         assert_eq!(
             r[0].points,
             vec![(HOUR0, Value::Int(1)), (HOUR0 + 5, Value::Int(2))]
+        );
+        Ok(())
+    }
+
+    /// A row that a backfill keeps writing is not folded every time its marker settles (the
+    /// marker keeps its first write's time), but once the backfill stops, or after
+    /// `BACKFILL_DEFER_MS` if it never does.
+    #[test]
+    fn rows_of_a_running_backfill_wait_for_it() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let clock = Arc::new(ManualClock::new(HOUR0 as u64 + 5_000_000));
+        let db = Tsdb::open(
+            dir.path(),
+            TsdbOptions {
+                clock: clock.clone(),
+                rowcompact_settle: Duration::from_secs(5),
+                ..TsdbOptions::default()
+            },
+        )?;
+        // Points of a closed hour, a second apart, for 20 s: a backfill.
+        for i in 0..20 {
+            write(&db, "a", HOUR0 + i * 1000, i)?;
+            clock.advance_ms(1_000);
+            let s = db.rowcompact(1024)?;
+            assert_eq!(
+                s.rows_compacted, 0,
+                "folded while the backfill ran, at {i} s"
+            );
+        }
+        // Quiet for the settle time: folded once.
+        clock.advance_ms(5_000);
+        assert_eq!(db.rowcompact(1024)?.rows_compacted, 1);
+        // A backfill that never stops has its rows folded once the deferral runs out.
+        let start = strata_engine::Clock::now_ms(&*clock);
+        let mut folded_at = None;
+        for i in 0..100 {
+            write(&db, "b", HOUR0 + i * 1000, i)?;
+            clock.advance_ms(1_000);
+            if db.rowcompact(1024)?.rows_compacted > 0 {
+                folded_at = Some(strata_engine::Clock::now_ms(&*clock) - start);
+                break;
+            }
+        }
+        assert!(
+            folded_at.is_some_and(|t| (BACKFILL_DEFER_MS..=BACKFILL_DEFER_MS + 2_000).contains(&t)),
+            "{folded_at:?}"
         );
         Ok(())
     }

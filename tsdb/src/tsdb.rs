@@ -5,6 +5,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
@@ -175,6 +176,9 @@ pub(crate) struct Inner {
     pub(crate) series_cache: SeriesCache,
     /// Where the next [`Tsdb::rowcompact`] pass resumes its walk of the dirty markers.
     pub(crate) rowcompact_cursor: Mutex<Option<Vec<u8>>>,
+    /// When a write last went into a row whose hour had closed (ms): a backfill is going on
+    /// while that is recent (see `rowcompact.rs`).
+    pub(crate) last_closed_write_ms: AtomicU64,
     pub(crate) buckets: u8,
     pub(crate) opts: TsdbOptions,
     pub(crate) stats: Stats,
@@ -280,6 +284,7 @@ impl Tsdb {
                 write_lock: Mutex::new(WriteState::default()),
                 series_cache: SeriesCache::new(SERIES_CACHE_ENTRIES),
                 rowcompact_cursor: Mutex::new(None),
+                last_closed_write_ms: AtomicU64::new(0),
                 buckets,
                 opts,
                 stats: Stats::default(),
@@ -405,6 +410,7 @@ impl Tsdb {
         let mut marked: Vec<&CachedSeries> = Vec::new();
         let mut rowkey: Vec<u8> = Vec::with_capacity(64);
         let mut ok = 0u64;
+        let mut closed_write = false;
         {
             let index = inner.index.read();
             for (at, p) in &ready {
@@ -445,6 +451,7 @@ impl Tsdb {
                 // is open, one marker per series and row is enough; for a closed row the marker
                 // is written again once markers may have been deleted (a new epoch).
                 let open = (u64::from(base) + u64::from(ROW_SPAN_SECS)) * 1000 + grace_ms > now_ms;
+                closed_write |= !open;
                 let (marked_base, marked_epoch) = series.marked();
                 if marked_base != base || !(open || marked_epoch == epoch) {
                     batch.put(
@@ -505,6 +512,11 @@ impl Tsdb {
                     &meta::encode_last(ts, v),
                 );
             }
+        }
+        if closed_write {
+            inner
+                .last_closed_write_ms
+                .fetch_max(now_ms, Ordering::Relaxed);
         }
         let committed = match how {
             Commit::Wait => inner.db.write(&batch),
