@@ -1,0 +1,313 @@
+//! Selectors: from label matchers to series ids through the series index, and from one read
+//! of each series to its value at every step.
+//!
+//! A matcher becomes a set of series by bitmap operations on the index's postings. Prometheus
+//! reads an absent label as the empty value, so a matcher that accepts `""` also takes every
+//! series without the label. Each series is read once, over the union of the windows of all
+//! steps, and evaluated at every step as soon as it is decoded; large reads are split over
+//! the cores like `/api/query`'s.
+
+use roaring::RoaringBitmap;
+use strata_tsdb::{Filter, FilterKind, Tsdb, UidKind, ValueColumn};
+
+use super::eval::{Evaluator, Labels, RawSeries, StepSeries};
+use super::functions::{Sample, range_function};
+use super::names::{prom_name, prom_value, stored_name, stored_value};
+use super::plan::{LabelMatcher, METRIC_NAME, MatchKind, RangeFunc, Selector};
+use crate::error::{Error, Result};
+
+/// A selector to read, with the evaluation it belongs to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SelectorRead<'a> {
+    pub(crate) ev: &'a Evaluator<'a>,
+    pub(crate) sel: &'a Selector,
+}
+
+/// Reads with fewer series-hours than this stay on the calling thread (as in `exec`).
+const PARALLEL_MIN_SERIES_HOURS: u64 = 64;
+
+/// The ids of the series that pass every matcher.
+pub(crate) fn find_series(tsdb: &Tsdb, matchers: &[LabelMatcher]) -> Result<RoaringBitmap> {
+    let name_matchers: Vec<&LabelMatcher> =
+        matchers.iter().filter(|m| m.name == METRIC_NAME).collect();
+    let metrics: Vec<String> = match name_matchers
+        .iter()
+        .find(|m| matches!(m.op, MatchKind::Equal))
+    {
+        Some(m) => vec![stored_name(&m.value).into_owned()],
+        None => tsdb.suggest(UidKind::Metric, "", usize::MAX),
+    };
+    let mut out = RoaringBitmap::new();
+    'metrics: for metric in metrics {
+        let shown = prom_name(&metric);
+        if !name_matchers.iter().all(|m| m.matches(&shown)) {
+            continue;
+        }
+        let Some(mut ids) = ids_of(tsdb, &metric, &[])? else {
+            continue;
+        };
+        for m in matchers.iter().filter(|m| m.name != METRIC_NAME) {
+            if ids.is_empty() {
+                continue 'metrics;
+            }
+            ids &= matcher_ids(tsdb, &metric, m, &ids)?;
+        }
+        out |= ids;
+    }
+    Ok(out)
+}
+
+/// The series of `metric` that pass `filters`; `None` for an unknown metric or tag key.
+fn ids_of(tsdb: &Tsdb, metric: &str, filters: &[Filter]) -> Result<Option<RoaringBitmap>> {
+    match tsdb.find_series(metric, filters) {
+        Ok(ids) => Ok(Some(ids)),
+        Err(strata_tsdb::Error::NoSuchName { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The series among `all` (the series of `metric`) that pass matcher `m`.
+fn matcher_ids(
+    tsdb: &Tsdb,
+    metric: &str,
+    m: &LabelMatcher,
+    all: &RoaringBitmap,
+) -> Result<RoaringBitmap> {
+    let key = stored_name(&m.name);
+    let filter = |kind, expr: &str| Filter::new(kind, &key, expr, false).map_err(Error::from);
+    let with_key = ids_of(tsdb, metric, &[filter(FilterKind::Wildcard, "*")?])?.unwrap_or_default();
+    // The series with the key whose value passes.
+    let passing = match &m.op {
+        // Stored values are never empty.
+        MatchKind::Equal if m.value.is_empty() => RoaringBitmap::new(),
+        MatchKind::NotEqual if m.value.is_empty() => with_key.clone(),
+        MatchKind::Equal | MatchKind::NotEqual => {
+            let value = stored_value(&m.value);
+            let equal = if value.contains('|') {
+                let pattern = format!("^{}$", regex::escape(&value));
+                ids_of(tsdb, metric, &[filter(FilterKind::Regexp, &pattern)?])?
+            } else {
+                ids_of(tsdb, metric, &[filter(FilterKind::LiteralOr, &value)?])?
+            }
+            .unwrap_or_default();
+            if matches!(m.op, MatchKind::Equal) {
+                equal
+            } else {
+                &with_key - &equal
+            }
+        }
+        MatchKind::Regex(r) | MatchKind::NotRegex(r) => {
+            // The index matches stored values: the PromQL values while `prom_value` is the
+            // identity (a mapping would match each value's `prom_value` here instead).
+            let found = ids_of(tsdb, metric, &[filter(FilterKind::Regexp, r.as_str())?])?
+                .unwrap_or_default();
+            if matches!(m.op, MatchKind::Regex(_)) {
+                found
+            } else {
+                &with_key - &found
+            }
+        }
+    };
+    if m.matches("") {
+        Ok(passing | (all - &with_key))
+    } else {
+        Ok(passing)
+    }
+}
+
+/// A series' labels: its metric as `__name__`, then its tags, sorted.
+fn labels_of(metric: &str, tags: &[(String, String)]) -> Labels {
+    let mut labels = Vec::with_capacity(tags.len() + 1);
+    labels.push((METRIC_NAME.to_owned(), prom_name(metric).into_owned()));
+    labels.extend(
+        tags.iter()
+            .map(|(k, v)| (prom_name(k).into_owned(), prom_value(v).into_owned())),
+    );
+    labels.sort();
+    labels
+}
+
+impl SelectorRead<'_> {
+    /// The reference time (offset applied) of step `k`.
+    fn ref_time(&self, k: usize) -> i64 {
+        self.ev.selector_time(self.sel.at, k) - self.sel.offset_ms
+    }
+
+    /// The time span every step's window falls in: `[first ref - span + 1, last ref]`.
+    fn read_window(&self, span_ms: i64) -> (i64, i64) {
+        let n = self.ev.steps.count;
+        let (a, b) = (self.ref_time(0), self.ref_time(n.saturating_sub(1)));
+        let (lo, hi) = (a.min(b), a.max(b));
+        (lo.saturating_sub(span_ms).saturating_add(1), hi)
+    }
+
+    /// Finds the series, reads them over `[start, end]`, and maps each with `f` (series with
+    /// nothing to give are left out), on several threads for a large read.
+    fn read_each<T: Send>(
+        &self,
+        (start, end): (i64, i64),
+        f: &(dyn Fn(&Labels, &[Sample]) -> Option<T> + Sync),
+    ) -> Result<Vec<T>> {
+        let ev = self.ev;
+        let ids = find_series(ev.tsdb, &self.sel.matchers)?;
+        if ev.limits.max_series > 0 && ids.len() > ev.limits.max_series as u64 {
+            return Err(Error::LimitExceeded(format!(
+                "the query selects {} series, more than the limit of {}",
+                ids.len(),
+                ev.limits.max_series
+            )));
+        }
+        ev.deadline.check()?;
+        if ids.is_empty() || start > end {
+            return Ok(Vec::new());
+        }
+        let hours = u64::try_from((end - start) / 3_600_000).unwrap_or(0) + 1;
+        let series_hours = ids.len().saturating_mul(hours);
+        let read_part = |part: &RoaringBitmap| -> Result<Vec<T>> {
+            let mut out = Vec::new();
+            let mut samples: Vec<Sample> = Vec::new();
+            ev.tsdb
+                .read_series_columns_each_in(part, start, end, series_hours, |s| {
+                    ev.deadline.check()?;
+                    samples.clear();
+                    let ts = s.points.ts();
+                    match s.points.values() {
+                        ValueColumn::Floats(v) => {
+                            samples.extend(ts.iter().copied().zip(v.iter().copied()));
+                        }
+                        // PromQL has only floats: integers become the nearest float.
+                        ValueColumn::Ints(v) => {
+                            samples.extend(ts.iter().copied().zip(v.iter().map(|i| *i as f64)));
+                        }
+                        ValueColumn::Mixed(v) => {
+                            samples.extend(ts.iter().copied().zip(v.iter().map(|x| x.as_f64())));
+                        }
+                    }
+                    // A row read may hold points just outside the range.
+                    let lo = samples.partition_point(|p| p.0 < start);
+                    let hi = samples.partition_point(|p| p.0 <= end);
+                    if lo < hi {
+                        let labels = labels_of(&s.metric, &s.tags);
+                        out.extend(f(&labels, &samples[lo..hi]));
+                    }
+                    Ok::<(), Error>(())
+                })?;
+            Ok(out)
+        };
+        let threads = match ev.limits.threads {
+            0 => *CORES,
+            n => n.min(*CORES),
+        };
+        if series_hours < PARALLEL_MIN_SERIES_HOURS || threads < 2 || ids.len() < 2 {
+            return read_part(&ids);
+        }
+        let parts = ev.tsdb.split_for_read(&ids, threads);
+        let run = |part: &RoaringBitmap| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_part(part)))
+                .unwrap_or_else(|_| Err(Error::Storage("a query worker panicked".to_owned())))
+        };
+        let mut results: Vec<Result<Vec<T>>> = parts.iter().map(|_| Ok(Vec::new())).collect();
+        if let (Some((first, rest)), Some((first_slot, rest_slots))) =
+            (parts.split_first(), results.split_first_mut())
+        {
+            rayon::in_place_scope(|scope| {
+                for (part, slot) in rest.iter().zip(rest_slots) {
+                    scope.spawn(move |_| *slot = run(part));
+                }
+                *first_slot = run(first);
+            });
+        }
+        let mut out = Vec::new();
+        for r in results {
+            out.extend(r?);
+        }
+        Ok(out)
+    }
+}
+
+/// The cores this process may use, read once.
+static CORES: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+});
+
+/// An instant selector at every step: each series' newest sample in
+/// `(ref - lookback, ref]`.
+pub(crate) fn read_instant(r: &SelectorRead<'_>) -> Result<Vec<StepSeries>> {
+    let n = r.ev.steps.count;
+    let lookback = r.ev.lookback_ms;
+    let refs: Vec<i64> = (0..n).map(|k| r.ref_time(k)).collect();
+    let at_each = |labels: &Labels, samples: &[Sample]| {
+        let mut points = Vec::new();
+        for (k, &t) in refs.iter().enumerate() {
+            let i = samples.partition_point(|p| p.0 <= t);
+            if let Some(p) = i.checked_sub(1).map(|i| samples[i])
+                && p.0 > t - lookback
+            {
+                points.push((k as u32, p.1));
+            }
+        }
+        (!points.is_empty()).then(|| StepSeries {
+            labels: labels.clone(),
+            points,
+        })
+    };
+    r.read_each(r.read_window(lookback), &at_each)
+}
+
+/// A range function at every step over each series' window `(ref - range, ref]`.
+pub(crate) fn read_range_function(
+    r: &SelectorRead<'_>,
+    func: RangeFunc,
+) -> Result<Vec<StepSeries>> {
+    let n = r.ev.steps.count;
+    let range = r.sel.range_ms;
+    let refs: Vec<i64> = (0..n).map(|k| r.ref_time(k)).collect();
+    let monotonic = refs.windows(2).all(|w| w[0] <= w[1]);
+    let each = |labels: &Labels, samples: &[Sample]| {
+        let mut points = Vec::new();
+        let (mut lo, mut hi) = (0usize, 0usize);
+        for (k, &t) in refs.iter().enumerate() {
+            if monotonic {
+                while hi < samples.len() && samples[hi].0 <= t {
+                    hi += 1;
+                }
+                while lo < hi && samples[lo].0 <= t - range {
+                    lo += 1;
+                }
+            } else {
+                hi = samples.partition_point(|p| p.0 <= t);
+                lo = samples.partition_point(|p| p.0 <= t - range);
+            }
+            if let Some(v) = range_function(func, &samples[lo..hi.max(lo)], t, range) {
+                points.push((k as u32, v));
+            }
+        }
+        if points.is_empty() {
+            return None;
+        }
+        let mut labels = labels.clone();
+        if !func.keeps_name() {
+            labels.retain(|(k, _)| k != METRIC_NAME);
+        }
+        Some(StepSeries { labels, points })
+    };
+    r.read_each(r.read_window(range), &each)
+}
+
+/// A range selector as the result of an instant query: each series' raw samples in
+/// `(ref - range, ref]`.
+pub(crate) fn read_matrix(r: &SelectorRead<'_>) -> Result<Vec<RawSeries>> {
+    let t = r.ref_time(0);
+    let range = r.sel.range_ms;
+    let each = |labels: &Labels, samples: &[Sample]| {
+        let lo = samples.partition_point(|p| p.0 <= t - range);
+        let hi = samples.partition_point(|p| p.0 <= t);
+        (lo < hi).then(|| RawSeries {
+            labels: labels.clone(),
+            points: samples[lo..hi].to_vec(),
+        })
+    };
+    let mut out = r.read_each(r.read_window(range), &each)?;
+    out.sort_by(|a, b| a.labels.cmp(&b.labels));
+    Ok(out)
+}
