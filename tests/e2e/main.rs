@@ -10,5 +10,6 @@ mod grafana;
 mod harness;
 mod http_put;
 mod metrics;
+mod promql;
 mod protocol;
 mod telnet_put;
