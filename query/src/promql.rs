@@ -87,12 +87,20 @@ pub struct PromSeries {
     pub points: Vec<(i64, f64)>,
 }
 
-/// Parses a PromQL expression (bare dotted names allowed, see `names`) and lowers it to what
-/// Strata evaluates. Errors are `BadRequest` (not PromQL) or `Unsupported`.
-fn parse(query: &str) -> Result<Expr> {
+/// Parses PromQL (bare dotted names allowed, see `names`) into promql-parser's AST. A panic
+/// inside the parser, on input nobody foresaw, is a bad request rather than a dropped
+/// connection.
+fn parse_ast(query: &str) -> Result<promql_parser::parser::Expr> {
     let quoted = names::quote_dotted_names(query);
-    let ast = promql_parser::parser::parse(&quoted).map_err(Error::bad_request)?;
-    plan::lower(&ast)
+    std::panic::catch_unwind(|| promql_parser::parser::parse(&quoted))
+        .unwrap_or_else(|_| Err("the query could not be parsed".to_owned()))
+        .map_err(Error::bad_request)
+}
+
+/// Parses a PromQL expression and lowers it to what Strata evaluates. Errors are
+/// `BadRequest` (not PromQL) or `Unsupported`.
+fn parse(query: &str) -> Result<Expr> {
+    plan::lower(&parse_ast(query)?)
 }
 
 /// Evaluates a PromQL query over `tsdb`. An instant query gives a vector, a scalar or (for a

@@ -164,7 +164,7 @@ fn route(tsdb: &Tsdb, req: &PromRequest<'_>, limits: &QueryLimits) -> Result<Vec
     if let Some(name) = label_values_name(path) {
         let name = crate::parse::parse_query_string(&format!("n={name}"))
             .pop()
-            .map(|(_, n)| n)
+            .map(|(_, n)| unescape_name(&n))
             .unwrap_or_default();
         let selectors = parse_selectors(&p.all("match[]"))?;
         let values = label_values(tsdb, &name, &selectors)?;
@@ -240,8 +240,7 @@ fn route(tsdb: &Tsdb, req: &PromRequest<'_>, limits: &QueryLimits) -> Result<Vec
         }
         "format_query" => {
             let query = query_param(&p)?;
-            let quoted = super::names::quote_dotted_names(&query);
-            let ast = promql_parser::parser::parse(&quoted).map_err(|e| invalid("query", e))?;
+            let ast = super::parse_ast(&query).map_err(|e| invalid("query", e))?;
             let mut out = Vec::new();
             json::string(&mut out, &ast.prettify());
             Ok(json::success(&out))
@@ -268,6 +267,40 @@ fn route(tsdb: &Tsdb, req: &PromRequest<'_>, limits: &QueryLimits) -> Result<Vec
             "unknown Prometheus API endpoint /api/v1/{path}"
         ))),
     }
+}
+
+/// A label name of a `label/<name>/values` path, with Prometheus' escaping of names that are
+/// not legacy names undone: `U__` then `__` for `_` and `_<hex code point>_` for any other
+/// character (`U__host_2e_name` is `host.name`). Anything else is the name as it is.
+fn unescape_name(name: &str) -> String {
+    let Some(rest) = name.strip_prefix("U__") else {
+        return name.to_owned();
+    };
+    let mut out = String::with_capacity(rest.len());
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        if c != '_' {
+            out.push(c);
+            continue;
+        }
+        let mut hex = String::new();
+        loop {
+            match chars.next() {
+                Some('_') => break,
+                Some(h) if h.is_ascii_hexdigit() && hex.len() < 8 => hex.push(h),
+                _ => return name.to_owned(),
+            }
+        }
+        if hex.is_empty() {
+            out.push('_');
+            continue;
+        }
+        match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+            Some(ch) => out.push(ch),
+            None => return name.to_owned(),
+        }
+    }
+    out
 }
 
 fn run(tsdb: &Tsdb, q: &PromQuery, p: &Params, limits: &QueryLimits) -> Result<Vec<u8>> {
@@ -428,6 +461,17 @@ mod tests {
         for bad in ["", "m", "1x", "30m1h", "1m1m", "-1m"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn escaped_label_names() {
+        assert_eq!(unescape_name("host"), "host");
+        assert_eq!(unescape_name("U__host_2e_name"), "host.name");
+        assert_eq!(unescape_name("U__a__b"), "a_b");
+        assert_eq!(unescape_name("U__caf_e9_"), "café");
+        // Not a valid escape: the name as sent.
+        assert_eq!(unescape_name("U__a_zz_"), "U__a_zz_");
+        assert_eq!(unescape_name("U__a_2e"), "U__a_2e");
     }
 
     #[test]

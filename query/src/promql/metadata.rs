@@ -18,8 +18,7 @@ pub(crate) fn parse_selectors(selectors: &[String]) -> Result<Vec<Vec<LabelMatch
     selectors
         .iter()
         .map(|s| {
-            let quoted = super::names::quote_dotted_names(s);
-            let ast = promql_parser::parser::parse(&quoted).map_err(Error::bad_request)?;
+            let ast = super::parse_ast(s)?;
             match lower(&ast)? {
                 Expr::Vector(sel) if sel.offset_ms == 0 && sel.at.is_none() => Ok(sel.matchers),
                 _ => Err(Error::bad_request(format!(

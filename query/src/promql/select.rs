@@ -262,26 +262,13 @@ pub(crate) fn read_range_function(
     let n = r.ev.steps.count;
     let range = r.sel.range_ms;
     let refs: Vec<i64> = (0..n).map(|k| r.ref_time(k)).collect();
-    let monotonic = refs.windows(2).all(|w| w[0] <= w[1]);
     let each = |labels: &Labels, samples: &[Sample]| {
         let mut points = Vec::new();
-        let (mut lo, mut hi) = (0usize, 0usize);
-        for (k, &t) in refs.iter().enumerate() {
-            if monotonic {
-                while hi < samples.len() && samples[hi].0 <= t {
-                    hi += 1;
-                }
-                while lo < hi && samples[lo].0 <= t - range {
-                    lo += 1;
-                }
-            } else {
-                hi = samples.partition_point(|p| p.0 <= t);
-                lo = samples.partition_point(|p| p.0 <= t - range);
-            }
-            if let Some(v) = range_function(func, &samples[lo..hi.max(lo)], t, range) {
+        for_each_window(samples, &refs, range, |k, window| {
+            if let Some(v) = range_function(func, window, refs[k], range) {
                 points.push((k as u32, v));
             }
-        }
+        });
         if points.is_empty() {
             return None;
         }
@@ -292,6 +279,33 @@ pub(crate) fn read_range_function(
         Some(StepSeries { labels, points })
     };
     r.read_each(r.read_window(range), &each)
+}
+
+/// Calls `f(k, window)` for each reference time `refs[k]` with the samples in
+/// `(refs[k] - range, refs[k]]`. One pass over `samples` while the times ascend (steps do,
+/// and `@` holds them still), a search per time otherwise.
+pub(crate) fn for_each_window(
+    samples: &[Sample],
+    refs: &[i64],
+    range: i64,
+    mut f: impl FnMut(usize, &[Sample]),
+) {
+    let monotonic = refs.windows(2).all(|w| w[0] <= w[1]);
+    let (mut lo, mut hi) = (0usize, 0usize);
+    for (k, &t) in refs.iter().enumerate() {
+        if monotonic {
+            while hi < samples.len() && samples[hi].0 <= t {
+                hi += 1;
+            }
+            while lo < hi && samples[lo].0 <= t - range {
+                lo += 1;
+            }
+        } else {
+            hi = samples.partition_point(|p| p.0 <= t);
+            lo = samples.partition_point(|p| p.0 <= t - range).min(hi);
+        }
+        f(k, &samples[lo..hi]);
+    }
 }
 
 /// A range selector as the result of an instant query: each series' raw samples in
@@ -310,4 +324,41 @@ pub(crate) fn read_matrix(r: &SelectorRead<'_>) -> Result<Vec<RawSeries>> {
     let mut out = r.read_each(r.read_window(range), &each)?;
     out.sort_by(|a, b| a.labels.cmp(&b.labels));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// The one-pass windows are the brute-force filter of each window.
+        #[test]
+        fn windows_are_the_samples_in_each_range(
+            gaps in proptest::collection::vec(1i64..5_000, 0..200),
+            start in -10_000i64..10_000,
+            step in 1i64..7_000,
+            steps in 1usize..60,
+            range in 1i64..30_000,
+            shuffle in any::<bool>(),
+        ) {
+            let mut t = 0;
+            let samples: Vec<Sample> = gaps.iter().map(|g| { t += g; (t, t as f64) }).collect();
+            let mut refs: Vec<i64> = (0..steps).map(|k| start + k as i64 * step).collect();
+            if shuffle {
+                refs.reverse();
+            }
+            let mut got = Vec::new();
+            for_each_window(&samples, &refs, range, |k, w| got.push((k, w.to_vec())));
+            let want: Vec<(usize, Vec<Sample>)> = refs
+                .iter()
+                .enumerate()
+                .map(|(k, &r)| {
+                    (k, samples.iter().copied().filter(|s| s.0 > r - range && s.0 <= r).collect())
+                })
+                .collect();
+            prop_assert_eq!(got, want);
+        }
+    }
 }

@@ -485,3 +485,11 @@ fn the_api_answers_in_prometheus_envelopes() {
     );
     assert_eq!(status, 400, "{j}");
 }
+
+proptest::proptest! {
+    /// Any text is parsed, refused or evaluated: never a panic.
+    #[test]
+    fn any_query_text_is_answered(q in "[a-z_.{}()\\[\\]=~!\"'0-9 ,+*/^<>@:#-]{0,40}") {
+        let _ = parse(&q);
+    }
+}
