@@ -134,6 +134,7 @@ pub fn promql_eval(tsdb: &Tsdb, q: &PromQuery, limits: &QueryLimits) -> Result<P
         start_ms: q.start_ms,
         step_ms: q.step_ms,
         count,
+        end_ms: q.end_ms,
     };
     let ev = Evaluator {
         tsdb,

@@ -132,7 +132,8 @@ fn show(labels: &Labels) -> String {
 
 /// Two vectors, one-to-one: at each step, each left sample pairs with the right sample whose
 /// signature is the same. A signature held by two right samples at one step, or matched by
-/// two left samples at one step, is an error, as in Prometheus.
+/// two left samples at one step, is an error, as in Prometheus. Memory stays in proportion to
+/// the samples, not to signatures times steps.
 fn vector_vector(
     op: BinOp,
     lhs: Vec<StepSeries>,
@@ -140,55 +141,47 @@ fn vector_vector(
     matching: &Matching,
     return_bool: bool,
 ) -> Result<Value> {
-    let steps = lhs
-        .iter()
-        .chain(&rhs)
-        .filter_map(|s| s.points.last())
-        .map(|p| p.0 as usize + 1)
-        .max()
-        .unwrap_or(0);
-    // Per signature: the right sample at each step (series index, value).
-    let mut right: HashMap<Labels, Vec<Option<(usize, f64)>>> = HashMap::new();
+    // Per signature: the right samples (step, value, series index), in step order.
+    let mut right: HashMap<Labels, Vec<(u32, f64, usize)>> = HashMap::new();
     for (i, s) in rhs.iter().enumerate() {
-        let slots = right
+        right
             .entry(signature(&s.labels, matching))
-            .or_insert_with(|| vec![None; steps]);
-        for &(k, v) in &s.points {
-            let slot = &mut slots[k as usize];
-            if let Some((j, _)) = *slot {
-                let (a, b) = (show(&rhs[j].labels), show(&s.labels));
-                let (a, b) = if a <= b { (a, b) } else { (b, a) };
-                return Err(Error::Execution(format!(
-                    "found duplicate series for the match group {} on the right hand-side of \
-                     the operation: [{a}, {b}];many-to-many matching not allowed: matching \
-                     labels must be unique on one side",
-                    show(&signature(&s.labels, matching))
-                )));
-            }
-            *slot = Some((i, v));
+            .or_default()
+            .extend(s.points.iter().map(|&(k, v)| (k, v, i)));
+    }
+    for (sig, points) in &mut right {
+        points.sort_by_key(|p| p.0);
+        if let Some(w) = points.windows(2).find(|w| w[0].0 == w[1].0) {
+            let (a, b) = (show(&rhs[w[0].2].labels), show(&rhs[w[1].2].labels));
+            let (a, b) = if a <= b { (a, b) } else { (b, a) };
+            return Err(Error::Execution(format!(
+                "found duplicate series for the match group {} on the right hand-side of the \
+                 operation: [{a}, {b}];many-to-many matching not allowed: matching labels must \
+                 be unique on one side",
+                show(sig)
+            )));
         }
     }
     let drops_name = !op.is_comparison() || return_bool;
-    let mut matched: HashMap<Labels, Vec<bool>> = HashMap::new();
+    // Per signature: the steps a left sample matched at.
+    let mut matched: HashMap<&Labels, Vec<u32>> = HashMap::new();
     let mut out = Vec::new();
     for s in lhs {
         let sig = signature(&s.labels, matching);
-        let Some(slots) = right.get(&sig) else {
+        let Some((sig, slots)) = right.get_key_value(&sig) else {
             continue;
         };
-        let seen = matched.entry(sig).or_insert_with(|| vec![false; steps]);
+        let seen = matched.entry(sig).or_default();
         let mut points = Vec::new();
+        let mut j = 0;
         for &(k, lv) in &s.points {
-            let Some((_, rv)) = slots[k as usize] else {
+            while j < slots.len() && slots[j].0 < k {
+                j += 1;
+            }
+            let Some(&(_, rv, _)) = slots.get(j).filter(|r| r.0 == k) else {
                 continue;
             };
-            if std::mem::replace(&mut seen[k as usize], true) {
-                return Err(Error::Execution(
-                    "multiple matches for labels: many-to-one matching must be explicit \
-                     (group_left/group_right)"
-                        .to_owned(),
-                ));
-            }
+            seen.push(k);
             let (v, keep) = apply(op, lv, rv);
             if return_bool {
                 points.push((k, bool_value(keep)));
@@ -206,6 +199,16 @@ fn vector_vector(
             Matching::All => {}
         }
         out.push(StepSeries { labels, points });
+    }
+    for steps in matched.values_mut() {
+        steps.sort_unstable();
+        if steps.windows(2).any(|w| w[0] == w[1]) {
+            return Err(Error::Execution(
+                "multiple matches for labels: many-to-one matching must be explicit \
+                 (group_left/group_right)"
+                    .to_owned(),
+            ));
+        }
     }
     Ok(Value::Vector(merge_same_labels(out)?))
 }

@@ -50,17 +50,14 @@ pub(crate) struct Steps {
     pub(crate) start_ms: i64,
     pub(crate) step_ms: i64,
     pub(crate) count: usize,
+    /// The query's end, which `@ end()` means (the last step may come before it).
+    pub(crate) end_ms: i64,
 }
 
 impl Steps {
     /// The time of step `k`.
     pub(crate) fn at(&self, k: usize) -> i64 {
         self.start_ms + k as i64 * self.step_ms
-    }
-
-    /// The time of the last step.
-    pub(crate) fn end_ms(&self) -> i64 {
-        self.at(self.count.saturating_sub(1))
     }
 }
 
@@ -81,7 +78,7 @@ impl Evaluator<'_> {
         match at {
             None => self.steps.at(k),
             Some(At::Start) => self.steps.start_ms,
-            Some(At::End) => self.steps.end_ms(),
+            Some(At::End) => self.steps.end_ms,
             Some(At::Ms(t)) => t,
         }
     }
