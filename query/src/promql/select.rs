@@ -66,7 +66,9 @@ fn ids_of(tsdb: &Tsdb, metric: &str, filters: &[Filter]) -> Result<Option<Roarin
     }
 }
 
-/// The series among `all` (the series of `metric`) that pass matcher `m`.
+/// The series among `all` (the series of `metric`) that pass matcher `m`. Stored values are
+/// never empty, so a series passes `""` exactly when it lacks the key; the series with the
+/// key are looked up only when that decides something.
 fn matcher_ids(
     tsdb: &Tsdb,
     metric: &str,
@@ -75,44 +77,38 @@ fn matcher_ids(
 ) -> Result<RoaringBitmap> {
     let key = stored_name(&m.name);
     let filter = |kind, expr: &str| Filter::new(kind, &key, expr, false).map_err(Error::from);
-    let with_key = ids_of(tsdb, metric, &[filter(FilterKind::Wildcard, "*")?])?.unwrap_or_default();
-    // The series with the key whose value passes.
-    let passing = match &m.op {
-        // Stored values are never empty.
-        MatchKind::Equal if m.value.is_empty() => RoaringBitmap::new(),
-        MatchKind::NotEqual if m.value.is_empty() => with_key.clone(),
-        MatchKind::Equal | MatchKind::NotEqual => {
-            let value = stored_value(&m.value);
-            let equal = if value.contains('|') {
-                let pattern = format!("^{}$", regex::escape(&value));
-                ids_of(tsdb, metric, &[filter(FilterKind::Regexp, &pattern)?])?
-            } else {
-                ids_of(tsdb, metric, &[filter(FilterKind::LiteralOr, &value)?])?
+    let find = |kind, expr: &str| -> Result<RoaringBitmap> {
+        Ok(ids_of(tsdb, metric, &[filter(kind, expr)?])?.unwrap_or_default())
+    };
+    let with_key = || find(FilterKind::Wildcard, "*");
+    // The series whose value matches the positive form of the matcher (`=`, `=~`).
+    let positive = || -> Result<RoaringBitmap> {
+        match &m.op {
+            MatchKind::Equal | MatchKind::NotEqual => {
+                let value = stored_value(&m.value);
+                if value.contains('|') {
+                    find(FilterKind::Regexp, &format!("^{}$", regex::escape(&value)))
+                } else {
+                    find(FilterKind::LiteralOr, &value)
+                }
             }
-            .unwrap_or_default();
-            if matches!(m.op, MatchKind::Equal) {
-                equal
-            } else {
-                &with_key - &equal
-            }
-        }
-        MatchKind::Regex(r) | MatchKind::NotRegex(r) => {
             // The index matches stored values: the PromQL values while `prom_value` is the
             // identity (a mapping would match each value's `prom_value` here instead).
-            let found = ids_of(tsdb, metric, &[filter(FilterKind::Regexp, r.as_str())?])?
-                .unwrap_or_default();
-            if matches!(m.op, MatchKind::Regex(_)) {
-                found
-            } else {
-                &with_key - &found
-            }
+            MatchKind::Regex(r) | MatchKind::NotRegex(r) => find(FilterKind::Regexp, r.as_str()),
         }
     };
-    if m.matches("") {
-        Ok(passing | (all - &with_key))
-    } else {
-        Ok(passing)
-    }
+    let empty_value = m.value.is_empty();
+    Ok(match &m.op {
+        MatchKind::Equal if empty_value => all - &with_key()?,
+        MatchKind::NotEqual if empty_value => with_key()?,
+        MatchKind::Equal => positive()?,
+        MatchKind::NotEqual => all - &positive()?,
+        MatchKind::Regex(_) if m.matches("") => positive()? | (all - &with_key()?),
+        MatchKind::Regex(_) => positive()?,
+        // `!~` passing "" means the regex does not match "": absent keys pass too.
+        MatchKind::NotRegex(_) if m.matches("") => all - &positive()?,
+        MatchKind::NotRegex(_) => &with_key()? - &positive()?,
+    })
 }
 
 /// A series' labels: its metric as `__name__`, then its tags, sorted.

@@ -493,3 +493,150 @@ proptest::proptest! {
         let _ = parse(&q);
     }
 }
+
+/// Reads large enough to be split over threads answer as a read on one thread does.
+#[test]
+fn split_reads_answer_like_one_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let tsdb = Tsdb::open(dir.path(), TsdbOptions::default()).unwrap();
+    for h in 0..40i64 {
+        let host = format!("h{h:02}");
+        let dc = ["a", "b", "c"][h as usize % 3];
+        let points: Vec<(i64, Value)> = (0..3 * 360i64)
+            .filter(|i| (i + h) % 11 != 0)
+            .map(|i| {
+                let v = if h % 2 == 0 {
+                    Value::Int(i * h)
+                } else {
+                    Value::Float(i as f64 / (h as f64 + 1.0))
+                };
+                (T + i * 10 + h % 10, v)
+            })
+            .collect();
+        put(&tsdb, "m", &[("host", &host), ("dc", dc)], &points);
+    }
+    for query in ["sum by (dc) (rate(m[5m]))", "m", "max_over_time(m[7m]) - m"] {
+        let run = |threads| {
+            promql_eval(
+                &tsdb,
+                &PromQuery {
+                    query: query.to_owned(),
+                    start_ms: (T + 600) * 1000,
+                    end_ms: (T + 3 * 3600) * 1000,
+                    step_ms: 60_000,
+                    lookback_ms: DEFAULT_LOOKBACK_MS,
+                },
+                &QueryLimits {
+                    threads,
+                    ..QueryLimits::default()
+                },
+            )
+            .unwrap()
+        };
+        let (split, one) = (run(0), run(1));
+        let PromValue::Matrix(series) = &split else {
+            panic!("not a matrix");
+        };
+        assert!(!series.is_empty(), "{query}");
+        assert_eq!(split, one, "{query}");
+    }
+}
+
+#[test]
+fn a_query_past_its_timeout_is_a_timeout() {
+    let db = db();
+    let r = handle_prometheus(
+        &db.tsdb,
+        &PromRequest {
+            path: "query",
+            method: "GET",
+            query_string: "query=m&timeout=0s",
+            body: b"",
+            now_ms: (T + 600) * 1000,
+        },
+        &QueryLimits::default(),
+    );
+    let j: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(
+        (r.status, j["errorType"].as_str()),
+        (503, Some("timeout")),
+        "{j}"
+    );
+}
+
+/// Every pair of matchers over a small index selects exactly the series a brute-force
+/// reading of Prometheus' rules selects (absent label = empty value, anchored regexes).
+#[test]
+fn matchers_agree_with_the_brute_force_definition() {
+    use super::plan::{LabelMatcher, MatchKind};
+    let dir = tempfile::tempdir().unwrap();
+    let tsdb = Tsdb::open(dir.path(), TsdbOptions::default()).unwrap();
+    let values = [None, Some("x"), Some("y"), Some("xy")];
+    let mut all = Vec::new();
+    for a in values {
+        for b in values {
+            let mut tags = vec![("id", format!("{}{}", a.unwrap_or("-"), b.unwrap_or("-")))];
+            tags.extend(a.map(|v| ("a", v.to_owned())));
+            tags.extend(b.map(|v| ("b", v.to_owned())));
+            let refs: Vec<(&str, &str)> = tags.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            put(&tsdb, "s", &refs, &[(T, Value::Int(1))]);
+            all.push(tags);
+        }
+    }
+    let mut matchers = Vec::new();
+    for key in ["a", "b", "nokey"] {
+        for value in ["", "x", "y", "x|y", ".*", "x.*", "xy"] {
+            let re = || regex::Regex::new(&format!("^(?:{value})$")).unwrap();
+            for op in [
+                MatchKind::Equal,
+                MatchKind::NotEqual,
+                MatchKind::Regex(re()),
+                MatchKind::NotRegex(re()),
+            ] {
+                matchers.push(LabelMatcher {
+                    name: key.to_owned(),
+                    op,
+                    value: value.to_owned(),
+                });
+            }
+        }
+    }
+    let name = LabelMatcher {
+        name: "__name__".to_owned(),
+        op: MatchKind::Equal,
+        value: "s".to_owned(),
+    };
+    for m1 in &matchers {
+        for m2 in &matchers {
+            let set = [name.clone(), m1.clone(), m2.clone()];
+            let mut got: Vec<String> = super::select::find_series(&tsdb, &set)
+                .unwrap()
+                .iter()
+                .map(|id| {
+                    let (_, tags) = tsdb.series_names(id).unwrap().unwrap();
+                    tags.into_iter().find(|(k, _)| k == "id").unwrap().1
+                })
+                .collect();
+            got.sort();
+            let mut want: Vec<String> = all
+                .iter()
+                .filter(|tags| {
+                    [m1, m2].iter().all(|m| {
+                        let v = tags
+                            .iter()
+                            .find(|(k, _)| *k == m.name)
+                            .map_or("", |(_, v)| v.as_str());
+                        m.matches(v)
+                    })
+                })
+                .map(|tags| tags[0].1.clone())
+                .collect();
+            want.sort();
+            assert_eq!(
+                got, want,
+                "{} {:?} {:?} / {} {:?} {:?}",
+                m1.name, m1.op, m1.value, m2.name, m2.op, m2.value
+            );
+        }
+    }
+}
