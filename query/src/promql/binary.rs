@@ -1,5 +1,5 @@
-//! Binary operators: between scalars, between a vector and a scalar, and between two vectors
-//! with one-to-one matching (`on`/`ignoring`).
+//! Binary operators: between scalars, between a vector and a scalar, between two vectors
+//! with one-to-one matching (`on`/`ignoring`), and the set operators `and`, `or`, `unless`.
 //!
 //! Arithmetic drops the metric name, since the result no longer measures the metric; a
 //! comparison filters (keeping the name and the vector's value) unless it has `bool`, which
@@ -28,6 +28,8 @@ fn apply(op: BinOp, l: f64, r: f64) -> (f64, bool) {
         BinOp::Lt => (l, l < r),
         BinOp::Ge => (l, l >= r),
         BinOp::Le => (l, l <= r),
+        // Set operators choose samples; they never combine values.
+        BinOp::And | BinOp::Or | BinOp::Unless => (l, true),
     }
 }
 
@@ -59,6 +61,7 @@ pub(crate) fn binary(
         )),
         (Value::Vector(v), Value::Scalar(s)) => vector_scalar(op, v, &s, false, return_bool),
         (Value::Scalar(s), Value::Vector(v)) => vector_scalar(op, v, &s, true, return_bool),
+        (Value::Vector(l), Value::Vector(r)) if op.is_set() => set_operation(op, l, r, matching),
         (Value::Vector(l), Value::Vector(r)) => vector_vector(op, l, r, matching, return_bool),
         _ => Err(Error::bad_request(
             "binary expressions are only allowed between scalars and instant vectors",
@@ -208,6 +211,57 @@ fn vector_vector(
                  (group_left/group_right)"
                     .to_owned(),
             ));
+        }
+    }
+    Ok(Value::Vector(merge_same_labels(out)?))
+}
+
+/// `and`, `or`, `unless` at each step: the left samples whose signature the right side has
+/// (`and`) or lacks (`unless`) at that step; for `or`, every left sample and the right
+/// samples whose signature the left side lacks. Labels stay as they are.
+fn set_operation(
+    op: BinOp,
+    lhs: Vec<StepSeries>,
+    rhs: Vec<StepSeries>,
+    matching: &Matching,
+) -> Result<Value> {
+    fn steps_by_signature(series: &[StepSeries], matching: &Matching) -> HashMap<Labels, Vec<u32>> {
+        let mut out: HashMap<Labels, Vec<u32>> = HashMap::new();
+        for s in series {
+            out.entry(signature(&s.labels, matching))
+                .or_default()
+                .extend(s.points.iter().map(|p| p.0));
+        }
+        for steps in out.values_mut() {
+            steps.sort_unstable();
+            steps.dedup();
+        }
+        out
+    }
+    let has = |sigs: &HashMap<Labels, Vec<u32>>, sig: &Labels, k: u32| {
+        sigs.get(sig)
+            .is_some_and(|steps| steps.binary_search(&k).is_ok())
+    };
+    let right = steps_by_signature(&rhs, matching);
+    let left = if op == BinOp::Or {
+        steps_by_signature(&lhs, matching)
+    } else {
+        HashMap::new()
+    };
+    let mut out = Vec::with_capacity(lhs.len() + rhs.len());
+    for mut s in lhs {
+        if op != BinOp::Or {
+            let sig = signature(&s.labels, matching);
+            let keep_matched = op == BinOp::And;
+            s.points.retain(|p| has(&right, &sig, p.0) == keep_matched);
+        }
+        out.push(s);
+    }
+    if op == BinOp::Or {
+        for mut s in rhs {
+            let sig = signature(&s.labels, matching);
+            s.points.retain(|p| !has(&left, &sig, p.0));
+            out.push(s);
         }
     }
     Ok(Value::Vector(merge_same_labels(out)?))
@@ -393,5 +447,89 @@ mod tests {
             e.to_string().starts_with("multiple matches for labels"),
             "{e}"
         );
+    }
+}
+
+#[cfg(test)]
+mod set_tests {
+    use super::*;
+
+    fn s(labels: &[(&str, &str)], points: &[(u32, f64)]) -> StepSeries {
+        let mut labels: Labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        labels.sort();
+        StepSeries {
+            labels,
+            points: points.to_vec(),
+        }
+    }
+
+    #[test]
+    fn and_or_unless_pick_samples_by_signature_and_step() {
+        // operators.test style: left a{i=0} at steps 0-2, a{i=1} at 0; right b{i=0} at step 1.
+        let l = || {
+            vec![
+                s(
+                    &[("__name__", "a"), ("i", "0")],
+                    &[(0, 1.0), (1, 2.0), (2, 3.0)],
+                ),
+                s(&[("__name__", "a"), ("i", "1")], &[(0, 9.0)]),
+            ]
+        };
+        let r = || {
+            vec![
+                s(&[("__name__", "b"), ("i", "0")], &[(1, 5.0)]),
+                s(&[("__name__", "b"), ("i", "2")], &[(0, 7.0)]),
+            ]
+        };
+        let run = |op| match binary(
+            op,
+            Value::Vector(l()),
+            Value::Vector(r()),
+            &Matching::All,
+            false,
+        )
+        .unwrap()
+        {
+            Value::Vector(v) => v,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            run(BinOp::And),
+            vec![s(&[("__name__", "a"), ("i", "0")], &[(1, 2.0)])]
+        );
+        assert_eq!(
+            run(BinOp::Unless),
+            vec![
+                s(&[("__name__", "a"), ("i", "0")], &[(0, 1.0), (2, 3.0)]),
+                s(&[("__name__", "a"), ("i", "1")], &[(0, 9.0)]),
+            ]
+        );
+        // or: every left sample; b{i=0} only where a{i=0} has none (never), b{i=2} kept.
+        assert_eq!(
+            run(BinOp::Or),
+            vec![
+                s(
+                    &[("__name__", "a"), ("i", "0")],
+                    &[(0, 1.0), (1, 2.0), (2, 3.0)]
+                ),
+                s(&[("__name__", "a"), ("i", "1")], &[(0, 9.0)]),
+                s(&[("__name__", "b"), ("i", "2")], &[(0, 7.0)]),
+            ]
+        );
+        // on (): every sample has the empty signature.
+        let on = Matching::On(Vec::new());
+        let v = binary(
+            BinOp::And,
+            Value::Vector(l()),
+            Value::Vector(r()),
+            &on,
+            false,
+        )
+        .unwrap();
+        let Value::Vector(v) = v else { panic!() };
+        assert_eq!(v[0].points, vec![(0, 1.0), (1, 2.0)]);
     }
 }

@@ -130,6 +130,35 @@ impl Evaluator<'_> {
                 let r = self.eval(rhs)?;
                 binary(*op, l, r, matching, *return_bool)
             }
+            Expr::Time => Ok(Value::Scalar(
+                (0..n).map(|k| self.steps.at(k) as f64 / 1000.0).collect(),
+            )),
+            Expr::VectorOf(e) => {
+                let v = self.scalar(e)?;
+                Ok(Value::Vector(vec![StepSeries {
+                    labels: Vec::new(),
+                    points: v
+                        .into_iter()
+                        .enumerate()
+                        .map(|(k, x)| (k as u32, x))
+                        .collect(),
+                }]))
+            }
+            Expr::ScalarOf(e) => {
+                let mut only = vec![(0u32, f64::NAN); n];
+                for s in self.vector(e)? {
+                    for &(k, v) in &s.points {
+                        if let Some(slot) = only.get_mut(k as usize) {
+                            *slot = (slot.0 + 1, v);
+                        }
+                    }
+                }
+                Ok(Value::Scalar(
+                    only.into_iter()
+                        .map(|(count, v)| if count == 1 { v } else { f64::NAN })
+                        .collect(),
+                ))
+            }
             Expr::Neg(e) => match self.eval(e)? {
                 Value::Scalar(mut v) => {
                     v.iter_mut().for_each(|x| *x = -*x);

@@ -64,13 +64,19 @@ pub(crate) enum Expr {
     },
     /// Unary minus.
     Neg(Box<Expr>),
+    /// `time()`: each step's time in seconds, a scalar.
+    Time,
+    /// `vector(s)`: a series without labels holding the scalar.
+    VectorOf(Box<Expr>),
+    /// `scalar(v)`: the vector's only sample, NaN unless there is exactly one.
+    ScalarOf(Box<Expr>),
 }
 
 impl Expr {
     /// Whether the expression is a scalar (every other supported expression is a vector).
     pub(crate) fn is_scalar(&self) -> bool {
         match self {
-            Expr::Number(_) => true,
+            Expr::Number(_) | Expr::Time | Expr::ScalarOf(_) => true,
             Expr::Neg(e) => e.is_scalar(),
             Expr::Binary { lhs, rhs, .. } => lhs.is_scalar() && rhs.is_scalar(),
             _ => false,
@@ -214,6 +220,9 @@ pub(crate) enum BinOp {
     Lt,
     Ge,
     Le,
+    And,
+    Or,
+    Unless,
 }
 
 impl BinOp {
@@ -232,8 +241,16 @@ impl BinOp {
             "<" => BinOp::Lt,
             ">=" => BinOp::Ge,
             "<=" => BinOp::Le,
+            "and" => BinOp::And,
+            "or" => BinOp::Or,
+            "unless" => BinOp::Unless,
             _ => return None,
         })
+    }
+
+    /// Whether the operator is a set operator (`and`, `or`, `unless`).
+    pub(crate) fn is_set(self) -> bool {
+        matches!(self, BinOp::And | BinOp::Or | BinOp::Unless)
     }
 
     /// Whether the operator compares (filters, or gives 0/1 with `bool`).
@@ -301,6 +318,18 @@ fn lower_call(call: &promql_parser::parser::Call) -> Result<Expr> {
                 "unsupported argument of {name}: expected a range vector selector"
             ))),
         };
+    }
+    match (name, args.as_slice()) {
+        ("time", []) => return Ok(Expr::Time),
+        ("vector", [arg]) => {
+            let arg = lower(arg)?;
+            if !arg.is_scalar() {
+                return Err(Error::bad_request("vector() takes a scalar"));
+            }
+            return Ok(Expr::VectorOf(Box::new(arg)));
+        }
+        ("scalar", [arg]) => return Ok(Expr::ScalarOf(Box::new(lower(arg)?))),
+        _ => {}
     }
     if name == "histogram_quantile" {
         let [phi, buckets] = args.as_slice() else {
@@ -378,9 +407,10 @@ fn lower_binary(bin: &promql_parser::parser::BinaryExpr) -> Result<Expr> {
             VectorMatchCardinality::OneToMany(_) => {
                 return Err(unsupported("unsupported vector matching \"group_right\""));
             }
+            VectorMatchCardinality::ManyToMany if op.is_set() => {}
             VectorMatchCardinality::ManyToMany => {
                 return Err(unsupported(format!(
-                    "unsupported binary operator \"{token}\""
+                    "unsupported vector matching of \"{token}\""
                 )));
             }
         }

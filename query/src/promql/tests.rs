@@ -300,6 +300,31 @@ fn aggregations_and_binary_operators() {
     // Without a modifier m{host=a} has dc, n does not: no match.
     assert!(h("m{host=\"a\"} - n").is_empty());
     assert_eq!(h("-n"), [("a".to_owned(), -10.0)]);
+    // Set operators, vector(), scalar(), time().
+    assert_eq!(hosts(instant(&db, "m and on(host) n", at).unwrap()), ["a"]);
+    assert_eq!(
+        hosts(instant(&db, "m unless on(host) n", at).unwrap()),
+        ["b", "c", "d"]
+    );
+    assert_eq!(
+        by_label(instant(&db, "nometric or vector(0)", at).unwrap(), "host"),
+        [(String::new(), 0.0)]
+    );
+    assert_eq!(h("n * scalar(m{host=\"d\"})"), [("a".to_owned(), 70.0)]);
+    // scalar() of several samples, or of none, is NaN.
+    for q in ["scalar(m)", "scalar(nometric)"] {
+        let PromValue::Scalar { value, .. } = instant(&db, q, at).unwrap() else {
+            panic!("{q}: not a scalar");
+        };
+        assert!(value.is_nan(), "{q}");
+    }
+    assert_eq!(
+        instant(&db, "time()", T).unwrap(),
+        PromValue::Scalar {
+            time_ms: T * 1000,
+            value: T as f64
+        }
+    );
     assert_eq!(
         instant(&db, "1+1", 4).unwrap(),
         PromValue::Scalar {
@@ -355,7 +380,7 @@ fn unsupported_parts_are_named() {
             "unsupported function \"predict_linear\"",
         ),
         ("rate(m[5m:1m])", "subquery"),
-        ("m and n", "unsupported binary operator \"and\""),
+        ("changes(m[5m])", "unsupported function \"changes\""),
         ("m + on(host) group_left(dc) n", "group_left"),
         ("stddev(m)", "unsupported aggregation \"stddev\""),
         ("quantile(0.5, m)", "unsupported aggregation \"quantile\""),
