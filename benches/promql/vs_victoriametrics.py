@@ -73,6 +73,30 @@ def queries():
     }
 
 
+def extra_queries():
+    """More of the supported PromQL, as range queries over the last two hours (step 60 s):
+    compared like Q1-Q5, not timed."""
+    end = START + HOURS * 3600
+    start = max(START + 3600, end - 2 * 3600)
+    forms = [
+        "max by (dc) (max_over_time(cpu.user[5m]))",
+        "min without (host, rack, os, service, team) (min_over_time(cpu.user[5m]))",
+        "count(cpu.user > 50)",
+        "sum by (dc) (sum_over_time(mem.used[3m])) / 1000",
+        "count_over_time(cpu.idle{dc=~\"ams.*\"}[7m])",
+        "topk(3, avg_over_time(cpu.user[10m]))",
+        "cpu.user - cpu.system",
+        "cpu.user{host!~\"host-000[1-5]\"} * 2 + 1",
+        "irate(net.rx_bytes{host=\"host-0002\"}[2m])",
+        "sum(irate(disk.write_bytes[1m]))",
+        "last_over_time(cpu.user{host=\"host-0003\"}[1m]) >= bool 50",
+        "avg(cpu.user) + on() group_left count(cpu.user)",
+    ]
+    return {f"X{i + 1}": ("/api/v1/query_range", {"query": q, "start": start, "end": end,
+                                                   "step": 60})
+            for i, q in enumerate(forms)}
+
+
 # Where the two languages differ by definition (see docs/promql.md).
 DEFINITIONAL = {
     "Q3": "MetricsQL's rate does not extrapolate to the window's edges and takes the sample "
@@ -173,7 +197,7 @@ def compare(name, vm, st):
     """Differences between VictoriaMetrics' and Strata's answers, as text lines."""
     diffs = []
     names_differ = (
-        {k for k in vm} != {k for k in st}
+        series_map_keys(vm, False) != series_map_keys(st, False)
         and series_map_keys(vm, True) == series_map_keys(st, True)
     )
     if names_differ:
@@ -344,6 +368,27 @@ def main():
             st_ms = timed(stc, path, params, RUNS)
             print(f"| {name} | {n_series} | {n_points} | {verdict} | {vm_ms:.2f} | {st_ms:.2f} | "
                   f"{st_ms / vm_ms:.2f} |")
+        print()
+        print("| extra query | series | points | answers |")
+        print("|---|---|---|---|")
+        for name, (path, params) in extra_queries().items():
+            s1, b1 = vmc.get(path, dict(params, nocache=1))
+            s2, b2 = stc.get(path, params)
+            q = params["query"]
+            if s2 != 200:
+                print(f"| `{q}` | | | Strata: {json.loads(b2).get('error')} |")
+                continue
+            if s1 != 200:
+                print(f"| `{q}` | | | VictoriaMetrics: HTTP {s1} |")
+                continue
+            st_data = result(b2)
+            diffs = compare(name, result(b1), st_data)
+            n_points = sum(len(r.get("values", [])) for r in st_data["result"])
+            if diffs == ["label sets differ only by __name__ (see below)"]:
+                verdict = "same values; MetricsQL keeps __name__ here, Prometheus drops it"
+            else:
+                verdict = "same" if not diffs else "; ".join(diffs)
+            print(f"| `{q}` | {len(st_data['result'])} | {n_points} | {verdict} |")
         bad, total = check_q3_definition(stc, queries()["Q3"])
         notes.append(f"Q3 against Prometheus' extrapolated rate computed from the raw samples: "
                      f"{total - bad} of {total} points within {REL} relative")
