@@ -286,6 +286,7 @@ async fn serve_route(route: Route, req: Request<Incoming>, shared: &Shared) -> R
         Route::Api(ep) if ep == "stats" => only(&method, &[Method::GET, Method::POST], || {
             json_ok(&crate::stats::json_now(shared))
         }),
+        Route::Api(_) if crate::promql::claims(&req) => crate::promql::handle(req, shared).await,
         Route::Api(ep) => crate::api::dispatch(&ep, req, shared).await,
         Route::Other(p) if p == "version" => only(&method, &[Method::GET, Method::POST], || {
             text(StatusCode::OK, version::telnet_lines())

@@ -5,6 +5,7 @@ mod cli;
 mod config;
 mod http;
 mod metrics;
+mod promql;
 mod put;
 mod server;
 mod stats;

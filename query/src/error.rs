@@ -84,6 +84,14 @@ pub enum Error {
     /// Writing an Arrow or Parquet result failed (HTTP 500).
     #[error("Encoding the result failed: {0}")]
     Encode(String),
+    /// A PromQL query uses a part of PromQL that Strata does not evaluate; the message names
+    /// it (HTTP 400, Prometheus' `bad_data`).
+    #[error("{0}")]
+    Unsupported(String),
+    /// A PromQL query failed while it ran, as Prometheus' `execution` errors do (HTTP 422):
+    /// two series with the same labels in one vector, ambiguous vector matching.
+    #[error("{0}")]
+    Execution(String),
 }
 
 /// How an error maps to an HTTP status class.
@@ -110,7 +118,9 @@ impl Error {
             | Error::BadRequest { .. }
             | Error::NoSuchName(_)
             | Error::LimitExceeded(_)
-            | Error::Timeout { .. } => ErrorKind::Client,
+            | Error::Timeout { .. }
+            | Error::Unsupported(_)
+            | Error::Execution(_) => ErrorKind::Client,
             Error::Storage(_) | Error::Encode(_) => ErrorKind::Server,
         }
     }

@@ -11,6 +11,9 @@
 //! JSON, and `endpoint::handle_query` ties them together for the server (no HTTP types here).
 //! `arrow` writes the same result as an Arrow IPC stream, `export` as a Parquet file, and
 //! `deadline` enforces the query timeout.
+//!
+//! `promql` is the Prometheus read path: PromQL over the same tsdb, and the `/api/v1/query`,
+//! `/api/v1/query_range`, label and series endpoints as typed functions.
 
 mod aggregate;
 mod aggregator;
@@ -26,6 +29,7 @@ mod model;
 mod num;
 mod output;
 mod parse;
+mod promql;
 mod rate;
 #[cfg(feature = "testing")]
 mod testing;
@@ -50,6 +54,10 @@ pub use model::{
 pub use num::{Num, Point};
 pub use output::{annotation_json, error_body, render};
 pub use parse::{parse_get, parse_json, parse_m, parse_query_string, parse_tsuid_param};
+pub use promql::{
+    DEFAULT_LOOKBACK_MS, PromQuery, PromRequest, PromResponse, PromSample, PromSeries, PromValue,
+    handle_prometheus, prometheus_claims, promql_eval,
+};
 pub use rate::{RateOptions, rate};
 #[cfg(feature = "testing")]
 pub use testing::validate_query;

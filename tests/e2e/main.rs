@@ -12,6 +12,7 @@ mod harness;
 mod http_put;
 mod limits;
 mod metrics;
+mod promql;
 mod protocol;
 mod readme_tour;
 mod telnet_put;

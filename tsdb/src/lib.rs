@@ -40,7 +40,7 @@ pub use rowkey::{ROW_SPAN_SECS, RowKey, Tsuid, salt_of};
 pub use stats::TsdbStats;
 #[cfg(feature = "testing")]
 pub use testing::{decode_row, fix_block_checksum, partial_block_cell, raw_cell};
-pub use tsdb::{SeriesHandle, SeriesInfo, SeriesPoint, Tsdb, TsdbOptions};
+pub use tsdb::{SeriesHandle, SeriesInfo, SeriesNames, SeriesPoint, Tsdb, TsdbOptions};
 pub use uid::{MAX_UID, Uid, UidKind};
 pub use validate::NameRules;
 

@@ -141,6 +141,9 @@ impl Default for TsdbOptions {
     }
 }
 
+/// A series' metric name and its tags, in TSUID order.
+pub type SeriesNames = (String, Vec<(String, String)>);
+
 /// What the index knows about one series.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeriesInfo {
@@ -794,6 +797,70 @@ impl Tsdb {
             .series
             .get(id as usize)
             .map(|s| s.tsuid.clone())
+    }
+
+    /// The metric name and tags of series `id` from the index alone (no read, unlike
+    /// [`Tsdb::series_info`]); `None` for an unknown id.
+    pub fn series_names(&self, id: u32) -> Result<Option<SeriesNames>> {
+        match self.series_tsuid(id) {
+            Some(tsuid) => Ok(Some(self.names_of(&tsuid)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The names of the metrics that have a series, sorted.
+    pub fn metric_names(&self) -> Result<Vec<String>> {
+        let uids: Vec<Uid> = {
+            let index = self.inner.index.read();
+            index
+                .by_metric
+                .iter()
+                .filter(|(_, ids)| !ids.is_empty())
+                .map(|(uid, _)| *uid)
+                .collect()
+        };
+        self.sorted_names(UidKind::Metric, uids)
+    }
+
+    /// The tag keys that a series has, sorted.
+    pub fn tag_keys(&self) -> Result<Vec<String>> {
+        let uids: Vec<Uid> = {
+            let index = self.inner.index.read();
+            index
+                .by_tag
+                .iter()
+                .filter(|(_, p)| !p.all.is_empty())
+                .map(|(uid, _)| *uid)
+                .collect()
+        };
+        self.sorted_names(UidKind::Tagk, uids)
+    }
+
+    /// The values of tag key `tagk` that a series has, sorted; none for an unknown key.
+    pub fn tag_values(&self, tagk: &str) -> Result<Vec<String>> {
+        let Some(key) = self.inner.uids.get(UidKind::Tagk, tagk) else {
+            return Ok(Vec::new());
+        };
+        let uids: Vec<Uid> = {
+            let index = self.inner.index.read();
+            index.by_tag.get(&key).map_or_else(Vec::new, |p| {
+                p.by_value
+                    .iter()
+                    .filter(|(_, ids)| !ids.is_empty())
+                    .map(|(uid, _)| *uid)
+                    .collect()
+            })
+        };
+        self.sorted_names(UidKind::Tagv, uids)
+    }
+
+    fn sorted_names(&self, kind: UidKind, uids: Vec<Uid>) -> Result<Vec<String>> {
+        let mut names = uids
+            .into_iter()
+            .map(|u| Ok(self.inner.uids.name(kind, u)?.to_string()))
+            .collect::<Result<Vec<String>>>()?;
+        names.sort_unstable();
+        Ok(names)
     }
 
     /// The options the database was opened with.
