@@ -10,6 +10,7 @@ mod server;
 mod stats;
 mod telnet;
 mod version;
+mod write;
 
 use clap::{Parser, Subcommand};
 

@@ -9,6 +9,8 @@ mod fsck;
 mod grafana;
 mod harness;
 mod http_put;
+mod influx;
 mod metrics;
 mod protocol;
+mod remote_write;
 mod telnet_put;
