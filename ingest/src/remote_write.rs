@@ -17,6 +17,7 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
+use bytes::Bytes;
 use prost::Message as _;
 use strata_tsdb::{ErrorKind, Value};
 
@@ -48,15 +49,16 @@ pub struct TimeSeries {
     pub samples: Vec<Sample>,
 }
 
-/// `prometheus.Label`.
+/// `prometheus.Label`. The strings are decoded as bytes that share the request's buffer (no
+/// copy, no allocation per label) and checked for UTF-8 when mapped.
 #[derive(Clone, PartialEq, Eq, prost::Message)]
 pub struct Label {
     /// The label name.
-    #[prost(string, tag = "1")]
-    pub name: String,
+    #[prost(bytes = "bytes", tag = "1")]
+    pub name: Bytes,
     /// The label value.
-    #[prost(string, tag = "2")]
-    pub value: String,
+    #[prost(bytes = "bytes", tag = "2")]
+    pub value: Bytes,
 }
 
 /// `prometheus.Sample`.
@@ -80,7 +82,7 @@ pub fn decode_write_request(body: &[u8], max_bytes: usize) -> Result<WriteReques
     let raw = snap::raw::Decoder::new()
         .decompress_vec(body)
         .map_err(|e| ProtocolError::Snappy(e.to_string()))?;
-    WriteRequest::decode(raw.as_slice()).map_err(|e| ProtocolError::Protobuf(e.to_string()))
+    WriteRequest::decode(Bytes::from(raw)).map_err(|e| ProtocolError::Protobuf(e.to_string()))
 }
 
 /// Encodes a request as Prometheus sends it (protobuf, then snappy): for tests and load tools.
@@ -130,32 +132,42 @@ impl<'a> RemoteWriteBatch<'a> {
 
     fn add_series(&mut self, index: usize, ts: &'a TimeSeries) {
         self.samples += ts.samples.len() as u64;
+        if ts.samples.is_empty() {
+            return;
+        }
+        let refuse = |kind, why: String| Refused {
+            series: index,
+            kind,
+            why,
+        };
         let name = ts.labels.iter().find(|l| l.name == "__name__");
         let Some(name) = name.filter(|l| !l.value.is_empty()) else {
-            if !ts.samples.is_empty() {
-                self.refused.push(Refused {
-                    series: index,
-                    kind: RefusalKind::Name,
-                    why: format!(
-                        "{} samples without a metric name (__name__)",
-                        ts.samples.len()
-                    ),
-                });
-            }
-            return;
+            let why = format!(
+                "{} samples without a metric name (__name__)",
+                ts.samples.len()
+            );
+            return self.refused.push(refuse(RefusalKind::Name, why));
         };
-        let metric = self
-            .batch
-            .add_metric(stored_name(Cow::Borrowed(&name.value)));
         let start = self.batch.tags_len();
+        let mut metric = "";
         for l in &ts.labels {
-            if l.name != "__name__" && !l.value.is_empty() {
-                self.batch.add_tag(
-                    stored_name(Cow::Borrowed(&l.name)),
-                    stored_name(Cow::Borrowed(&l.value)),
+            let (Ok(n), Ok(v)) = (std::str::from_utf8(&l.name), std::str::from_utf8(&l.value))
+            else {
+                self.batch.truncate_tags(start);
+                let why = format!(
+                    "{} samples with a label that is not UTF-8",
+                    ts.samples.len()
                 );
+                return self.refused.push(refuse(RefusalKind::Name, why));
+            };
+            if std::ptr::eq(l, name) {
+                metric = v;
+            } else if !v.is_empty() {
+                self.batch
+                    .add_tag(stored_name(Cow::Borrowed(n)), stored_name(Cow::Borrowed(v)));
             }
         }
+        let metric = self.batch.add_metric(stored_name(Cow::Borrowed(metric)));
         let tags = start..self.batch.tags_len();
         for s in &ts.samples {
             if s.value.to_bits() == STALE_NAN_BITS {
@@ -209,11 +221,12 @@ impl<'a> RemoteWriteBatch<'a> {
         let Some(ts) = self.req.timeseries.get(i) else {
             return String::new();
         };
+        let text = |b: &Bytes| String::from_utf8_lossy(b).into_owned();
         let mut out = ts
             .labels
             .iter()
             .find(|l| l.name == "__name__")
-            .map(|l| l.value.clone())
+            .map(|l| text(&l.value))
             .unwrap_or_default();
         out.push('{');
         let mut first = true;
@@ -222,7 +235,7 @@ impl<'a> RemoteWriteBatch<'a> {
                 out.push(',');
             }
             first = false;
-            let _ = write!(out, "{}={:?}", l.name, l.value);
+            let _ = write!(out, "{}={:?}", text(&l.name), text(&l.value));
         }
         out.push('}');
         out

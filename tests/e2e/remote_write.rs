@@ -22,8 +22,8 @@ fn series(labels: &[(&str, &str)], samples: &[(f64, i64)]) -> TimeSeries {
         labels: labels
             .iter()
             .map(|(n, v)| Label {
-                name: (*n).into(),
-                value: (*v).into(),
+                name: n.to_string().into(),
+                value: v.to_string().into(),
             })
             .collect(),
         samples: samples

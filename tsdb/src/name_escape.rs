@@ -23,13 +23,41 @@ fn passes(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/') || c.is_alphabetic()
 }
 
+/// ASCII bytes that pass through: letters, digits, `-`, `_`, `.`, `/`.
+static ASCII_PASSES: [bool; 128] = {
+    let mut t = [false; 128];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'/');
+        b += 1;
+    }
+    t
+};
+
 /// The OpenTSDB name for a foreign name. Borrows when the name maps to itself.
 pub fn escape_name(name: &str) -> Cow<'_, str> {
     let needs = |i: usize, c: char| !passes(c) || (c == '_' && name[i..].starts_with(MARKER));
-    let Some(first) = name.char_indices().position(|(i, c)| needs(i, c)) else {
+    // Nearly every name is ASCII that passes: check those bytes with a table first.
+    let bytes = name.as_bytes();
+    let ascii_prefix = bytes
+        .iter()
+        .enumerate()
+        .position(|(i, &b)| {
+            b >= 0x80
+                || !ASCII_PASSES[usize::from(b)]
+                || (b == b'_' && bytes[i..].starts_with(b"__x"))
+        })
+        .unwrap_or(bytes.len());
+    // The prefix is ASCII, so it ends on a character boundary.
+    let rest = &name[ascii_prefix..];
+    let Some(first) = rest
+        .char_indices()
+        .find(|&(i, c)| needs(ascii_prefix + i, c))
+    else {
         return Cow::Borrowed(name);
     };
-    let start = name.char_indices().nth(first).map_or(0, |(i, _)| i);
+    let start = ascii_prefix + first.0;
     let mut out = String::with_capacity(name.len() + 8);
     out.push_str(&name[..start]);
     for (i, c) in name[start..].char_indices() {

@@ -8,8 +8,8 @@ fn series(labels: &[(&str, &str)], samples: &[(f64, i64)]) -> TimeSeries {
         labels: labels
             .iter()
             .map(|(n, v)| Label {
-                name: (*n).into(),
-                value: (*v).into(),
+                name: n.to_string().into(),
+                value: v.to_string().into(),
             })
             .collect(),
         samples: samples
@@ -251,4 +251,30 @@ proptest! {
             );
         }
     }
+}
+
+#[test]
+fn labels_that_are_not_utf8_refuse_their_series() {
+    let mut bad = series(
+        &[("__name__", "m"), ("a", "b")],
+        &[(1.0, 1_700_000_000_000)],
+    );
+    bad.labels[1].value = bytes::Bytes::from_static(b"\xff\xfe");
+    let good = series(
+        &[("__name__", "m"), ("a", "c")],
+        &[(2.0, 1_700_000_000_000)],
+    );
+    let req = WriteRequest {
+        timeseries: vec![bad, good],
+    };
+    let b = RemoteWriteBatch::new(&req);
+    assert_eq!(owned(&b).len(), 1);
+    assert_eq!(owned(&b)[0].1, vec![("a".to_string(), "c".to_string())]);
+    let reply = b.reply(&[Ok(())]);
+    assert_eq!(reply.status, 400);
+    assert!(
+        reply.body.contains("a label that is not UTF-8"),
+        "{}",
+        reply.body
+    );
 }
