@@ -263,15 +263,21 @@ fn url_encode(s: &str) -> String {
         .collect()
 }
 
-/// The raw samples Prometheus holds for `selector` over the last minute: (ms, value bits).
-fn prometheus_samples(p: &Prometheus, selector: &str) -> anyhow::Result<Vec<(i64, u64)>> {
-    let body = get(
-        p.addr,
-        &format!(
-            "/api/v1/query?query={}",
-            url_encode(&format!("{selector}[1m]"))
-        ),
-    )?;
+/// The raw samples Prometheus holds for `selector` in the minute up to `at_ms` (now when
+/// `None`): (ms, value bits).
+fn prometheus_samples(
+    p: &Prometheus,
+    selector: &str,
+    at_ms: Option<i64>,
+) -> anyhow::Result<Vec<(i64, u64)>> {
+    let mut path = format!(
+        "/api/v1/query?query={}",
+        url_encode(&format!("{selector}[1m]"))
+    );
+    if let Some(at) = at_ms {
+        path.push_str(&format!("&time={}.{:03}", at / 1000, at % 1000));
+    }
+    let body = get(p.addr, &path)?;
     let v: Json = serde_json::from_str(&body)?;
     let result = v["data"]["result"].as_array().context("no result")?;
     let Some(series) = result.first() else {
@@ -318,9 +324,25 @@ fn a_real_prometheus_scrapes_and_remote_writes_exactly() -> anyhow::Result<()> {
             ],
         ),
     ];
+    // Wait for a few scrapes, then compare a window that ends a few scrapes ago, so that it
+    // no longer changes while remote write catches up.
     let deadline = Instant::now() + Duration::from_secs(50);
+    let at_ms = loop {
+        // Connection refused until Prometheus is up.
+        let up = prometheus_samples(&prom, "up", None);
+        if let Ok(up) = &up
+            && up.len() >= 6
+        {
+            break up[up.len() - 3].0;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "Prometheus did not scrape Strata 6 times within 50 s: {up:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
     loop {
-        let Err(e) = compare(&server, &prom, &checks) else {
+        let Err(e) = compare(&server, &prom, &checks, at_ms) else {
             return Ok(());
         };
         anyhow::ensure!(
@@ -334,11 +356,16 @@ fn a_real_prometheus_scrapes_and_remote_writes_exactly() -> anyhow::Result<()> {
 /// A series to compare: the Prometheus selector, and the metric and tags Strata stores it as.
 type Check<'a> = (&'a str, String, Vec<(&'a str, &'a str)>);
 
-/// Checks that each series has at least three samples in Prometheus and that Strata holds
-/// exactly the same (timestamp, value) pairs up to Prometheus' latest.
-fn compare(server: &Server, prom: &Prometheus, checks: &[Check<'_>]) -> anyhow::Result<()> {
+/// Checks that each series has at least three samples in Prometheus in the minute up to
+/// `at_ms`, and that Strata holds exactly the same (timestamp, value) pairs there.
+fn compare(
+    server: &Server,
+    prom: &Prometheus,
+    checks: &[Check<'_>],
+    at_ms: i64,
+) -> anyhow::Result<()> {
     for (selector, metric, tags) in checks {
-        let want = prometheus_samples(prom, selector)?;
+        let want = prometheus_samples(prom, selector, Some(at_ms))?;
         anyhow::ensure!(
             want.len() >= 3,
             "{selector}: Prometheus has {} samples",
