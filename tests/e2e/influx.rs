@@ -310,3 +310,35 @@ fn python_clients_from_pypi_write_exactly() -> anyhow::Result<()> {
     assert_int(&v, 8);
     Ok(())
 }
+
+#[test]
+fn gzip_bodies_and_sync_writes() -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let server = Server::start()?;
+    let body = format!("gz,h=a v=5i {T}\n");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(body.as_bytes())?;
+    let gz = gz.finish()?;
+    for (path, h) in [
+        ("/write?precision=s&sync", "a"),
+        ("/api/v2/write?bucket=b&precision=s&sync", "a"),
+    ] {
+        let (status, _, reply) =
+            server.http_bytes("POST", path, "Content-Encoding: gzip\r\n", &gz)?;
+        assert_eq!((status, reply.len()), (204, 0), "{path}");
+        let (_, v) = only_point(&server, "gz.v", &[("h", h)])?;
+        assert_int(&v, 5);
+    }
+    // A body that is not gzip although it says so.
+    let (status, _, _) = server.http_bytes(
+        "POST",
+        "/write",
+        "Content-Encoding: gzip\r\n",
+        b"gz,h=a v=1",
+    )?;
+    assert_eq!(status, 400);
+    // Other methods are not allowed.
+    assert_eq!(server.http("GET", "/write", b"")?.0, 405);
+    assert_eq!(server.http("GET", "/api/v2/write", b"")?.0, 405);
+    Ok(())
+}
