@@ -228,7 +228,11 @@ impl<'a> InfluxBatch<'a> {
                     continue;
                 }
             };
-            let metric = format!("{measurement}.{}", stored_name(key));
+            let field = stored_name(key);
+            let mut metric = String::with_capacity(measurement.len() + 1 + field.len());
+            metric.push_str(&measurement);
+            metric.push('.');
+            metric.push_str(&field);
             let metric = self.batch.add_metric(Cow::Owned(metric));
             self.batch
                 .push(metric, tags.clone(), timestamp, value, source);

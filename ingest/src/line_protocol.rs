@@ -79,6 +79,11 @@ pub(crate) fn lines(body: &[u8]) -> impl Iterator<Item = LineKind<'_>> + '_ {
 
 /// The index of the `\n` ending the line that starts at `start`, or the body's length.
 fn line_end(b: &[u8], start: usize) -> usize {
+    // Most lines hold neither a quote nor a backslash, so the next `\n` ends them.
+    let next = memchr::memchr(b'\n', &b[start..]).map_or(b.len(), |i| start + i);
+    if memchr::memchr2(b'"', b'\\', &b[start..next]).is_none() {
+        return next;
+    }
     let (mut i, mut in_fields, mut quoted) = (start, false, false);
     let (mut equals, mut commas) = (0usize, 0usize);
     while i < b.len() {
@@ -199,7 +204,6 @@ pub(crate) fn parse_line<'a>(line: &'a str, out: &mut Line<'a>) -> Result<(), &'
 fn parse_tags<'a>(line: &'a str, mut i: usize, out: &mut Line<'a>) -> Result<usize, &'static str> {
     let b = line.as_bytes();
     let n = b.len();
-    let mut raw_keys: Vec<&str> = Vec::new();
     loop {
         if i >= n || matches!(b[i], b' ' | b',' | b'=') {
             return Err("missing tag key");
@@ -220,14 +224,12 @@ fn parse_tags<'a>(line: &'a str, mut i: usize, out: &mut Line<'a>) -> Result<usi
         if b[v_end] == b'=' {
             return Err("invalid tag format");
         }
-        if raw_keys.contains(&key) {
+        // Unescaping is one-to-one on keys, so comparing unescaped keys finds the duplicates.
+        let key = unescape(key, KEY_ESCAPES);
+        if out.tags.iter().any(|(k, _)| *k == key) {
             return Err("duplicate tags");
         }
-        raw_keys.push(key);
-        out.tags.push((
-            unescape(key, KEY_ESCAPES),
-            unescape(&line[i..v_end], KEY_ESCAPES),
-        ));
+        out.tags.push((key, unescape(&line[i..v_end], KEY_ESCAPES)));
         i = v_end + 1;
         if b[v_end] == b' ' {
             return Ok(i);

@@ -94,6 +94,7 @@ fn errors_name_the_problem() {
         ("cpu,host= f=1", "missing tag value"),
         ("cpu,host=a=b f=1", "invalid tag format"),
         ("cpu,a=1,a=2 f=1", "duplicate tags"),
+        (r"cpu,a\ b=1,a\ b=2 f=1", "duplicate tags"),
         ("cpu =1", "missing field key"),
         ("cpu f", "invalid field format"),
         ("cpu f=1,g", "invalid field format"),
