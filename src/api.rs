@@ -23,6 +23,9 @@ use crate::version;
 pub(crate) async fn dispatch(ep: &str, req: Request<Incoming>, shared: &Shared) -> Resp {
     let method = req.method().clone();
     match ep {
+        // The tests of the panic guard around every request (`crate::unwind`).
+        #[cfg(test)]
+        "test/panic" => panic!("a panic injected by a test"),
         "version" => only(&method, &[Method::GET, Method::POST], || {
             json(StatusCode::OK, &version::json())
         }),
@@ -47,11 +50,10 @@ pub(crate) async fn dispatch(ep: &str, req: Request<Incoming>, shared: &Shared) 
         "admin/compact" => method_not_allowed(&method),
         "aggregators" => only(&method, &[Method::GET, Method::POST], aggregators),
         "config/filters" => only(&method, &[Method::GET, Method::POST], config_filters),
-        "dropcaches" => only(
-            &method,
-            &[Method::GET, Method::POST, Method::DELETE],
-            dropcaches,
-        ),
+        // GET and DELETE, as OpenTSDB 2.4.1's code (its docs say GET and POST).
+        "dropcaches" => only(&method, &[Method::GET, Method::DELETE], || {
+            dropcaches(shared)
+        }),
         "put" => method_not_allowed(&method),
         "search/lookup" if [Method::GET, Method::POST].contains(&method) => {
             lookup::handle(req, shared).await
@@ -204,6 +206,8 @@ fn query_method(method: &Method) -> strata_query::QueryMethod {
 
 fn query_limits(shared: &Shared) -> strata_query::QueryLimits {
     strata_query::QueryLimits {
+        max_series: shared.config.query_max_series,
+        max_data_points: shared.config.query_max_data_points,
         timeout: shared.config.query_timeout,
         allow_delete: shared.config.allow_delete,
         ..strata_query::QueryLimits::default()
@@ -341,19 +345,31 @@ pub(crate) fn config_filters() -> Resp {
     json_ok(&Json::Object(out))
 }
 
-/// `/api/dropcaches`. Strata's UID and index caches are the authoritative in-memory copies of
-/// what is stored, so there is nothing stale to drop; the call succeeds as in OpenTSDB.
-pub(crate) fn dropcaches() -> Resp {
-    json_ok(&json!({ "status": "200", "message": "Caches dropped" }))
+/// `/api/dropcaches`: drops the UID caches (read again from storage), the write path's series
+/// cache and the block cache ([`strata_tsdb::Tsdb::drop_caches`]).
+pub(crate) fn dropcaches(shared: &Shared) -> Resp {
+    match tokio::task::block_in_place(|| shared.tsdb.drop_caches()) {
+        Ok(()) => json_ok(&json!({ "status": "200", "message": "Caches dropped" })),
+        Err(e) => tsdb_error(&e),
+    }
 }
 
 /// Maps a tsdb error to OpenTSDB's error JSON: client errors are 400, unknown names 400 too
-/// (OpenTSDB's `No such name …` on reads), everything else 500.
+/// (OpenTSDB's `No such name …` on reads), storage refusing writes for now 503, everything
+/// else 500.
 pub(crate) fn tsdb_error(e: &strata_tsdb::Error) -> Resp {
     match e.kind() {
-        strata_tsdb::ErrorKind::Client | strata_tsdb::ErrorKind::NotFound => {
-            error(StatusCode::BAD_REQUEST, &e.to_string(), "")
+        strata_tsdb::ErrorKind::Client => error(StatusCode::BAD_REQUEST, &e.to_string(), ""),
+        // OpenTSDB repeats a name-resolution error's message as its details.
+        strata_tsdb::ErrorKind::NotFound => {
+            let message = e.to_string();
+            error(StatusCode::BAD_REQUEST, &message, &message)
         }
+        strata_tsdb::ErrorKind::Unavailable => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Storage is not accepting writes",
+            &e.to_string(),
+        ),
         _ => error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Unexpected exception",

@@ -3,6 +3,7 @@
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
 use serde::Deserialize;
@@ -57,6 +58,15 @@ pub(crate) struct ServeArgs {
     /// limit (OpenTSDB's `tsd.query.timeout`) [default: 60000].
     #[arg(long, env = "STRATA_QUERY_TIMEOUT_MS")]
     pub(crate) query_timeout_ms: Option<u64>,
+    /// Most series one sub-query of `/api/query` may read; past it the query gets a 413 that
+    /// names the limit. 0 means no limit [default: 500000].
+    #[arg(long, env = "STRATA_QUERY_MAX_SERIES")]
+    pub(crate) query_max_series: Option<usize>,
+    /// Most data points one query may read (OpenTSDB's `tsd.query.limits.data_points.default`);
+    /// past it the query gets a 413 that names the limit. 0 means no limit [default:
+    /// 100000000].
+    #[arg(long, env = "STRATA_QUERY_MAX_DATA_POINTS")]
+    pub(crate) query_max_data_points: Option<usize>,
     /// Origins allowed to make cross-origin (CORS) HTTP requests: empty turns CORS off, `*`
     /// allows any origin, otherwise a comma-separated list (OpenTSDB's
     /// `tsd.http.request.cors_domains`) [default: empty].
@@ -68,6 +78,21 @@ pub(crate) struct ServeArgs {
     /// If-Modified-Since].
     #[arg(long, env = "STRATA_CORS_HEADERS")]
     pub(crate) cors_headers: Option<String>,
+    /// Longest a new connection may take to send its first byte, and an HTTP request its
+    /// whole header after its first byte, in milliseconds; past it the connection is closed,
+    /// so clients that send nothing or half a header cannot hold connection slots. 0 means no
+    /// limit [default: 10000].
+    #[arg(long, env = "STRATA_HEADER_TIMEOUT_MS")]
+    pub(crate) header_timeout_ms: Option<u64>,
+    /// Longest an HTTP connection may wait for its next request, and a request body may
+    /// pause, in milliseconds; 0 means no limit [default: 60000].
+    #[arg(long, env = "STRATA_HTTP_IDLE_TIMEOUT_MS")]
+    pub(crate) http_idle_timeout_ms: Option<u64>,
+    /// Longest a telnet connection may send nothing before it is closed, in milliseconds; 0
+    /// means never (OpenTSDB's `tsd.core.socket.timeout`). Collectors such as tcollector keep
+    /// a connection open and write every 15 s or so [default: 0].
+    #[arg(long, env = "STRATA_TELNET_IDLE_TIMEOUT_MS")]
+    pub(crate) telnet_idle_timeout_ms: Option<u64>,
     /// Allow `/api/query` to delete what it matches (`DELETE`, or `delete: true`), OpenTSDB's
     /// `tsd.http.query.allow_delete` [default: false].
     #[arg(long, env = "STRATA_ALLOW_DELETE", num_args = 0..=1, default_missing_value = "true")]
@@ -95,6 +120,26 @@ fn default_worker_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
 
+/// The default `header_timeout_ms`. Clients send a request, or tcollector its `version`,
+/// as soon as they connect, and a header takes one round trip, so 10 s is far past any real
+/// client; it is also how long a socket that sends nothing or half a header holds a slot of
+/// `max_connections`, and a connection over the limit waits twice this for a slot, so a new
+/// client is served within 20 s however many silent sockets came first.
+const DEFAULT_HEADER_TIMEOUT_MS: u64 = 10_000;
+/// The default `http_idle_timeout_ms`: a keep-alive connection outlives Grafana's refresh
+/// intervals up to a minute, and a body that stops for a minute is not coming.
+const DEFAULT_HTTP_IDLE_TIMEOUT_MS: u64 = 60_000;
+
+/// The default `query_max_series`, per sub-query. A Grafana panel over every host of a
+/// 100,000-host fleet reads 100,000 series, and the 1 M-series benchmark's panels read 50,000;
+/// a query past half a million series holds hundreds of MB of names and buckets, which no
+/// panel can draw.
+const DEFAULT_QUERY_MAX_SERIES: usize = 500_000;
+/// The default `query_max_data_points`, per query: a week of 10 s points over 1,650 series, or
+/// a day over 11,500; reading that takes seconds, and a `none` answer of it is gigabytes of
+/// JSON. OpenTSDB has the limit but leaves it off.
+const DEFAULT_QUERY_MAX_DATA_POINTS: usize = 100_000_000;
+
 /// OpenTSDB's default `tsd.http.request.cors_headers`.
 pub(crate) const DEFAULT_CORS_HEADERS: &str = "Authorization, Content-Type, Accept, Origin, \
      User-Agent, DNT, Cache-Control, X-Mx-ReqToken, Keep-Alive, X-Requested-With, \
@@ -115,6 +160,11 @@ struct FileConfig {
     worker_threads: Option<u64>,
     max_body_bytes: Option<usize>,
     query_timeout_ms: Option<u64>,
+    header_timeout_ms: Option<u64>,
+    http_idle_timeout_ms: Option<u64>,
+    telnet_idle_timeout_ms: Option<u64>,
+    query_max_series: Option<usize>,
+    query_max_data_points: Option<usize>,
     cors_domains: Option<String>,
     cors_headers: Option<String>,
     allow_delete: Option<bool>,
@@ -174,6 +224,16 @@ pub(crate) struct Config {
     pub(crate) max_body_bytes: usize,
     /// `None` = no limit.
     pub(crate) query_timeout: Option<std::time::Duration>,
+    /// For a new connection's first byte and an HTTP request's header; `None` = no limit.
+    pub(crate) header_timeout: Option<Duration>,
+    /// For an HTTP connection between requests and a body's pauses; `None` = no limit.
+    pub(crate) http_idle_timeout: Option<Duration>,
+    /// For a telnet connection that sends nothing; `None` = never.
+    pub(crate) telnet_idle_timeout: Option<Duration>,
+    /// Most series per sub-query; 0 = no limit.
+    pub(crate) query_max_series: usize,
+    /// Most data points per query; 0 = no limit.
+    pub(crate) query_max_data_points: usize,
     pub(crate) cors: Cors,
     pub(crate) cors_headers: String,
     /// Whether queries may delete.
@@ -236,6 +296,26 @@ impl Config {
                 Some(0) => None,
                 Some(ms) => Some(std::time::Duration::from_millis(ms)),
             },
+            header_timeout: millis(
+                args.header_timeout_ms.or(file.header_timeout_ms),
+                DEFAULT_HEADER_TIMEOUT_MS,
+            ),
+            http_idle_timeout: millis(
+                args.http_idle_timeout_ms.or(file.http_idle_timeout_ms),
+                DEFAULT_HTTP_IDLE_TIMEOUT_MS,
+            ),
+            telnet_idle_timeout: millis(
+                args.telnet_idle_timeout_ms.or(file.telnet_idle_timeout_ms),
+                0,
+            ),
+            query_max_series: args
+                .query_max_series
+                .or(file.query_max_series)
+                .unwrap_or(DEFAULT_QUERY_MAX_SERIES),
+            query_max_data_points: args
+                .query_max_data_points
+                .or(file.query_max_data_points)
+                .unwrap_or(DEFAULT_QUERY_MAX_DATA_POINTS),
             cors: Cors::parse(
                 args.cors_domains
                     .as_deref()
@@ -280,6 +360,14 @@ impl Config {
     }
 }
 
+/// A setting in milliseconds, `default` if unset; 0 means none.
+fn millis(ms: Option<u64>, default: u64) -> Option<Duration> {
+    match ms.unwrap_or(default) {
+        0 => None,
+        ms => Some(Duration::from_millis(ms)),
+    }
+}
+
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading config file {}", path.display()))?;
@@ -318,6 +406,38 @@ mod tests {
         assert!(c.worker_threads >= 1);
         assert_eq!(c.cors, Cors::Off);
         assert_eq!(c.cors_headers, DEFAULT_CORS_HEADERS);
+        assert_eq!(c.header_timeout, Some(Duration::from_secs(10)));
+        assert_eq!(c.http_idle_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(c.telnet_idle_timeout, None, "telnet idling is allowed");
+        assert_eq!(
+            (c.query_max_series, c.query_max_data_points),
+            (500_000, 100_000_000)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn limits_come_from_the_file_and_flags_and_zero_turns_them_off() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("strata.toml");
+        std::fs::write(
+            &path,
+            "header_timeout_ms = 0\nhttp_idle_timeout_ms = 5000\ntelnet_idle_timeout_ms = 900000\n\
+             query_max_series = 0\nquery_max_data_points = 7\n",
+        )?;
+        let args = ServeArgs {
+            storage: StorageArgs {
+                config: Some(path),
+                ..StorageArgs::default()
+            },
+            http_idle_timeout_ms: Some(7000),
+            ..ServeArgs::default()
+        };
+        let c = Config::resolve(&args)?;
+        assert_eq!(c.header_timeout, None);
+        assert_eq!(c.http_idle_timeout, Some(Duration::from_secs(7)));
+        assert_eq!(c.telnet_idle_timeout, Some(Duration::from_secs(900)));
+        assert_eq!((c.query_max_series, c.query_max_data_points), (0, 7));
         Ok(())
     }
 

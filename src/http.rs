@@ -1,5 +1,6 @@
 //! HTTP: a thin router over hyper that speaks OpenTSDB's API conventions (path normalisation,
-//! `/api/v1/…`, error JSON, CORS), plus `/metrics` and `/api/stats`.
+//! `/api/v1/…`, error JSON, CORS), plus `/metrics`, `/api/stats` and the graph page (`/`,
+//! [`crate::ui`]).
 //!
 //! CORS follows OpenTSDB's `tsd.http.request.cors_domains` (`shared/spec/opentsdb.md` §c.1):
 //! when it is off an `OPTIONS` request gets 405. When it is on, a request that carries an
@@ -9,6 +10,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -23,7 +25,10 @@ use tokio::net::TcpStream;
 
 use crate::config::Cors;
 pub(crate) use crate::server::Shared;
+use crate::unwind::CatchUnwind;
 use crate::version;
+
+mod read_deadline;
 
 pub(crate) type Resp = Response<Full<Bytes>>;
 
@@ -31,13 +36,55 @@ pub(crate) type Resp = Response<Full<Bytes>>;
 /// shuts down.
 pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> anyhow::Result<()> {
     let mut shutdown = shared.shutdown.clone();
+    let shared_config = shared.clone();
     let service = hyper::service::service_fn(move |req| {
         let shared = shared.clone();
-        async move { Ok::<_, Infallible>(route(req, &shared).await) }
+        async move {
+            let resp = match CatchUnwind::new(route(req, &shared)).await {
+                Ok(resp) => resp,
+                Err(panic) => {
+                    shared
+                        .metrics
+                        .ingest_panics
+                        .with_label_values(&[crate::metrics::HTTP])
+                        .inc();
+                    tracing::error!(panic, "an HTTP request panicked; answering 500");
+                    error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "Internal error",
+                        "the server hit a bug serving this request and logged it",
+                    )
+                }
+            };
+            Ok::<_, Infallible>(resp)
+        }
     });
-    let conn = hyper::server::conn::http1::Builder::new()
-        .keep_alive(true)
-        .serve_connection(TokioIo::new(stream), service);
+    let config = &shared_config.config;
+    let timed_out = |phase| {
+        shared_config
+            .metrics
+            .connections_timed_out
+            .with_label_values(&[phase])
+    };
+    let limits = read_deadline::Limits {
+        header: config.header_timeout,
+        idle: config.http_idle_timeout,
+        header_timeouts: timed_out(crate::metrics::phase::HTTP_HEADER),
+        idle_timeouts: timed_out(crate::metrics::phase::HTTP_IDLE),
+    };
+    let limited = limits.header.is_some() || limits.idle.is_some();
+    let (io, timer) = read_deadline::watch(stream, limits);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.keep_alive(true);
+    if limited {
+        // The timer decides the deadlines; hyper's own duration is not used.
+        builder
+            .timer(timer)
+            .header_read_timeout(Duration::from_secs(1));
+    } else {
+        builder.header_read_timeout(None);
+    }
+    let conn = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
     tokio::select! {
         res = conn.as_mut() => res?,
@@ -121,17 +168,24 @@ async fn route(req: Request<Incoming>, shared: &Shared) -> Resp {
         .and_then(|v| v.to_str().ok())
         .filter(|o| !o.is_empty())
         .map(str::to_owned);
-    let resp = match cors_check(&shared.config.cors, req.method(), origin.as_deref()) {
-        CorsCheck::Serve => serve_route(route, req, shared).await,
-        CorsCheck::ServeAllowed(origin) => with_cors_headers(
-            serve_route(route, req, shared).await,
-            &origin,
-            &shared.config.cors_headers,
-        ),
-        CorsCheck::Preflight(origin) => {
-            with_cors_headers(raw(200, Vec::new()), &origin, &shared.config.cors_headers)
+    // A body declared over the limit is refused before a byte of it is read, and before a
+    // `100 Continue` invites the client to send it.
+    let declared = hyper::body::Body::size_hint(req.body()).lower();
+    let resp = if declared > shared.config.max_body_bytes as u64 {
+        too_large(shared.config.max_body_bytes)
+    } else {
+        match cors_check(&shared.config.cors, req.method(), origin.as_deref()) {
+            CorsCheck::Serve => serve_route(route, req, shared).await,
+            CorsCheck::ServeAllowed(origin) => with_cors_headers(
+                serve_route(route, req, shared).await,
+                &origin,
+                &shared.config.cors_headers,
+            ),
+            CorsCheck::Preflight(origin) => {
+                with_cors_headers(raw(200, Vec::new()), &origin, &shared.config.cors_headers)
+            }
+            CorsCheck::Reply(resp) => resp,
         }
-        CorsCheck::Reply(resp) => resp,
     };
     let resp = match jsonp {
         Some(callback) => wrap_jsonp(resp, &callback).await,
@@ -271,7 +325,11 @@ async fn serve_route(route: Route, req: Request<Incoming>, shared: &Shared) -> R
                 method_not_allowed(&method)
             }
         }
-        Route::Other(_) => error(StatusCode::NOT_FOUND, "Page not found", ""),
+        // The graph page at `/` and its assets under `/ui/`.
+        Route::Other(p) => {
+            crate::ui::serve(&p, &method, req.uri().query().unwrap_or(""), req.headers())
+                .unwrap_or_else(|| error(StatusCode::NOT_FOUND, "Page not found", ""))
+        }
     }
 }
 
@@ -291,7 +349,8 @@ pub(crate) fn method_not_allowed(method: &Method) -> Resp {
     )
 }
 
-/// Reads a request body up to the configured limit, gunzipping it when the client says so.
+/// Reads a request body up to the configured limit, gunzipping it when the client says so. A
+/// body that pauses for longer than `http_idle_timeout_ms` gets a 408.
 pub(crate) async fn read_body(req: Request<Incoming>, shared: &Shared) -> Result<Vec<u8>, Resp> {
     use http_body_util::{BodyExt, Limited};
     let gzip = req
@@ -299,27 +358,76 @@ pub(crate) async fn read_body(req: Request<Incoming>, shared: &Shared) -> Result
         .get(hyper::header::CONTENT_ENCODING)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
     let max = shared.config.max_body_bytes;
-    let body = match Limited::new(req.into_body(), max).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e)
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            return Err(error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "Request body too large",
-                &format!("the body is larger than the {max} byte limit (max_body_bytes)"),
-            ));
+    let pause = shared.config.http_idle_timeout;
+    let mut body = Limited::new(req.into_body(), max);
+    // A body mostly comes in one chunk, handed on without a copy.
+    let mut chunks: Vec<Bytes> = Vec::new();
+    loop {
+        let frame = match pause {
+            Some(pause) => match tokio::time::timeout(pause, body.frame()).await {
+                Ok(frame) => frame,
+                Err(_) => {
+                    shared
+                        .metrics
+                        .connections_timed_out
+                        .with_label_values(&[crate::metrics::phase::HTTP_BODY])
+                        .inc();
+                    let mut resp = error(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "Request body timed out",
+                        &format!(
+                            "no byte of the body came for {} ms (http_idle_timeout_ms)",
+                            pause.as_millis()
+                        ),
+                    );
+                    resp.headers_mut()
+                        .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+                    return Err(resp);
+                }
+            },
+            None => body.frame().await,
+        };
+        match frame {
+            None => break,
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    chunks.push(data);
+                }
+            }
+            Some(Err(e))
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some() =>
+            {
+                return Err(too_large(max));
+            }
+            Some(Err(e)) => {
+                return Err(error(
+                    StatusCode::BAD_REQUEST,
+                    "Unable to read the request body",
+                    &e.to_string(),
+                ));
+            }
         }
-        Err(e) => {
-            return Err(error(
-                StatusCode::BAD_REQUEST,
-                "Unable to read the request body",
-                &e.to_string(),
-            ));
-        }
+    }
+    let body = match chunks.len() {
+        0 => Bytes::new(),
+        1 => chunks.swap_remove(0),
+        _ => Bytes::from(chunks.concat()),
     };
     decode_body(body, gzip, max).map_err(|e| raw(e.status(), e.to_json()))
+}
+
+/// The 413 for a body over `max_body_bytes`. The connection closes after it: the rest of the
+/// body is not read.
+fn too_large(max: usize) -> Resp {
+    let mut resp = error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "Request body too large",
+        &format!("the body is larger than the {max} byte limit (max_body_bytes)"),
+    );
+    resp.headers_mut()
+        .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    resp
 }
 
 /// Compressed gzip bodies from this size are inflated off the async worker: JSON puts expand
@@ -459,6 +567,42 @@ mod tests {
             "the body did not inflate to what was sent"
         );
         assert!(during > 0, "no other task ran while the body was inflated");
+        Ok(())
+    }
+
+    /// A request that panics (a bug) is answered with a 500 and counted, and the connection
+    /// serves the next request.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_that_panics_gets_a_500_and_the_connection_stays() -> anyhow::Result<()> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let dir = tempfile::tempdir()?;
+        let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
+        let (shared, _keep) = Shared::for_test(tsdb)?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let server = tokio::spawn({
+            let shared = shared.clone();
+            async move {
+                let (stream, _) = listener.accept().await?;
+                serve_connection(stream, shared).await
+            }
+        });
+        let mut client = TcpStream::connect(addr).await?;
+        client
+            .write_all(
+                b"GET /api/test/panic HTTP/1.1\r\nHost: x\r\n\r\n\
+                  GET /api/version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            )
+            .await?;
+        let mut raw = String::new();
+        client.read_to_string(&mut raw).await?;
+        server.await??;
+        let first = raw.find("HTTP/1.1 500").unwrap_or(usize::MAX);
+        let second = raw.find("HTTP/1.1 200").unwrap_or(0);
+        assert!(first < second, "{raw}");
+        assert!(raw.contains(r#""message":"Internal error""#), "{raw}");
+        let panics = shared.metrics.ingest_panics.with_label_values(&["http"]);
+        assert_eq!(panics.get(), 1);
         Ok(())
     }
 

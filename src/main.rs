@@ -9,6 +9,8 @@ mod put;
 mod server;
 mod stats;
 mod telnet;
+mod ui;
+mod unwind;
 mod version;
 mod write;
 

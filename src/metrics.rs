@@ -21,6 +21,22 @@ pub(crate) const REMOTE_WRITE: &str = "remote_write";
 /// The protocol label of the Influx line protocol (both APIs).
 pub(crate) const INFLUX: &str = "influx";
 
+/// Where a connection was when it timed out: the values of the `phase` label.
+pub(crate) mod phase {
+    /// A new connection sent nothing (`header_timeout_ms`).
+    pub(crate) const FIRST_BYTE: &str = "first_byte";
+    /// An HTTP request's header did not arrive in time (`header_timeout_ms`).
+    pub(crate) const HTTP_HEADER: &str = "http_header";
+    /// An HTTP connection waited too long for its next request (`http_idle_timeout_ms`).
+    pub(crate) const HTTP_IDLE: &str = "http_idle";
+    /// An HTTP request body paused too long (`http_idle_timeout_ms`).
+    pub(crate) const HTTP_BODY: &str = "http_body";
+    /// A telnet connection sent nothing for too long (`telnet_idle_timeout_ms`).
+    pub(crate) const TELNET_IDLE: &str = "telnet_idle";
+    /// Every phase.
+    pub(crate) const ALL: [&str; 5] = [FIRST_BYTE, HTTP_HEADER, HTTP_IDLE, HTTP_BODY, TELNET_IDLE];
+}
+
 /// Why a point was rejected: the values of the `reason` label.
 pub(crate) mod reason {
     /// The line or object had the wrong shape (too few tokens, not UTF-8).
@@ -126,10 +142,15 @@ pub(crate) struct Metrics {
     pub(crate) connections: IntCounterVec,
     /// Connections refused because `max_connections` were open.
     pub(crate) connections_refused: IntCounter,
+    /// Connections closed by a timeout, by phase (see [`phase`]).
+    pub(crate) connections_timed_out: IntCounterVec,
     /// Telnet commands received (put lines included).
     pub(crate) telnet_commands: IntCounter,
     /// `/api/put?sync&sync_timeout` requests answered before the write was durable.
     pub(crate) put_sync_timeouts: IntCounter,
+    /// Panics caught in a telnet batch or an HTTP request, by protocol: each is a bug,
+    /// answered with an error instead of a dropped connection.
+    pub(crate) ingest_panics: IntCounterVec,
     /// HTTP request latency by endpoint.
     pub(crate) request_duration: HistogramVec,
     engine: EngineGauges,
@@ -164,6 +185,10 @@ struct EngineGauges {
     wal_syncs: IntGauge,
     wal_queue_bytes: IntGauge,
     batches_written: IntGauge,
+    write_failed: IntGauge,
+    wal_batches_refused: IntGauge,
+    flush_errors: IntGauge,
+    compaction_errors: IntGauge,
 }
 
 /// Gauges that mirror `TsdbStats` at scrape time.
@@ -179,6 +204,7 @@ struct TsdbGauges {
     rows_compacted: IntGauge,
     rowcompact_cells_folded: IntGauge,
     rowcompact_failures: IntGauge,
+    rowcompact_errors: IntGauge,
 }
 
 /// Builds and registers metrics, remembering the first registration error.
@@ -261,8 +287,24 @@ impl Metrics {
             "Connections accepted, by protocol.",
             &["protocol"],
         )?;
+        let connections_timed_out = b.counter_vec(
+            "strata_connections_timed_out_total",
+            "Connections closed because a client was too slow, by phase: first_byte, \
+             http_header, http_idle, http_body, telnet_idle.",
+            &["phase"],
+        )?;
+        for p in phase::ALL {
+            connections_timed_out.with_label_values(&[p]);
+        }
+        let ingest_panics = b.counter_vec(
+            "strata_ingest_panics_total",
+            "Panics (bugs) caught in a telnet batch or an HTTP request and answered with an \
+             error, by protocol.",
+            &["protocol"],
+        )?;
         for p in [TELNET, HTTP] {
             connections.with_label_values(&[p]);
+            ingest_panics.with_label_values(&[p]);
         }
         for p in [TELNET, HTTP, REMOTE_WRITE, INFLUX] {
             for r in reason::ALL {
@@ -335,6 +377,22 @@ impl Metrics {
             )?,
             batches_written: b
                 .gauge("strata_engine_batches_written", "Write batches committed.")?,
+            write_failed: b.gauge(
+                "strata_engine_write_failed",
+                "1 once a WAL write or fsync failed: writes are refused until a restart.",
+            )?,
+            wal_batches_refused: b.gauge(
+                "strata_engine_wal_batches_refused",
+                "Write batches refused because the disk was full.",
+            )?,
+            flush_errors: b.gauge(
+                "strata_engine_flush_errors",
+                "Memtable flushes that failed and were retried.",
+            )?,
+            compaction_errors: b.gauge(
+                "strata_engine_compaction_errors",
+                "Compactions that failed and were retried.",
+            )?,
         };
         let tsdb = TsdbGauges {
             points_written: b.gauge(
@@ -371,6 +429,10 @@ impl Metrics {
                 "strata_tsdb_rowcompact_failures",
                 "Data rows the row compactor could not decode.",
             )?,
+            rowcompact_errors: b.gauge(
+                "strata_tsdb_rowcompact_errors",
+                "Background row-compaction passes that failed in storage and were retried.",
+            )?,
         };
         Ok(Metrics {
             telnet: protocol(TELNET),
@@ -386,8 +448,10 @@ impl Metrics {
             connections,
             connections_refused: b.counter(
                 "strata_connections_refused_total",
-                "Connections refused because max_connections were open.",
+                "Connections refused because max_connections were open and no slot came free \
+                 in time.",
             )?,
+            connections_timed_out,
             telnet_commands: b.counter(
                 "strata_telnet_commands_total",
                 "Telnet command lines received, put lines included.",
@@ -396,6 +460,7 @@ impl Metrics {
                 "strata_http_put_sync_timeouts_total",
                 "/api/put?sync requests answered when sync_timeout expired.",
             )?,
+            ingest_panics,
             request_duration,
             engine,
             tsdb,
@@ -511,6 +576,11 @@ impl Metrics {
         g.wal_syncs.set(gauge_value(e.wal_syncs));
         g.wal_queue_bytes.set(gauge_value(e.wal_queue_bytes));
         g.batches_written.set(gauge_value(e.batches_written));
+        g.write_failed.set(i64::from(e.write_failed));
+        g.wal_batches_refused
+            .set(gauge_value(e.wal_batches_refused));
+        g.flush_errors.set(gauge_value(e.flush_errors));
+        g.compaction_errors.set(gauge_value(e.compaction_errors));
 
         let s = tsdb.stats();
         let t = &self.tsdb;
@@ -545,6 +615,7 @@ impl Metrics {
             .set(gauge_value(s.rowcompact_cells_folded));
         t.rowcompact_failures
             .set(gauge_value(s.rowcompact_failures));
+        t.rowcompact_errors.set(gauge_value(s.rowcompact_errors));
     }
 }
 

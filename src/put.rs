@@ -3,6 +3,9 @@
 //! With `?sync` the reply waits until the WAL is fsynced. With `?sync&sync_timeout=<ms>` (ms > 0)
 //! it waits at most that long: when the write has not finished by then the reply is a 400, as
 //! in OpenTSDB, and the write carries on in the background (`shared/spec/opentsdb.md` §c.2).
+//!
+//! When storage refuses writes for now (a full disk, or a failed WAL until a restart) the
+//! reply is a 503 with the error JSON, whatever the reply mode: the client should retry later.
 
 use std::time::Duration;
 
@@ -120,6 +123,7 @@ fn respond(
     let mut invalid: Vec<PutFailure> = parsed.failures().to_vec();
     let mut storage = Vec::new();
     let mut success = 0u64;
+    let mut unavailable = None;
     for (i, (r, p)) in results.into_iter().zip(points).enumerate() {
         match r {
             Ok(()) => success += 1,
@@ -130,15 +134,24 @@ fn respond(
                     datapoint: echo(p),
                     error: e.to_string(),
                 };
-                if e.kind() == ErrorKind::Server {
-                    storage.push(failure);
-                } else {
-                    invalid.push(failure);
+                match e.kind() {
+                    ErrorKind::Server => storage.push(failure),
+                    ErrorKind::Unavailable => {
+                        unavailable.get_or_insert(failure.error);
+                    }
+                    ErrorKind::Client | ErrorKind::NotFound => invalid.push(failure),
                 }
             }
         }
     }
     counters.stored.inc_by(success);
+    if let Some(details) = unavailable {
+        return crate::http::error(
+            hyper::StatusCode::SERVICE_UNAVAILABLE,
+            "Storage is not accepting writes",
+            &details,
+        );
+    }
     let resp = PutResponse::build(mode, success, &invalid, &storage);
     raw(resp.status, resp.body)
 }
@@ -156,10 +169,21 @@ async fn write_sync_within(
     timeout: Duration,
 ) -> Result<Vec<strata_tsdb::Result<()>>, WriteTimedOut> {
     let n = points.len();
-    let task = tokio::task::spawn_blocking(move || {
+    run_within(timeout, n, move || {
         let refs: Vec<PointRef<'_, String>> = points.iter().map(Point::as_ref).collect();
         tsdb.write_sync(&refs)
-    });
+    })
+    .await
+}
+
+/// Runs `write`, the write of `n` points, on a blocking thread and waits for at most
+/// `timeout`; see [`write_sync_within`].
+async fn run_within(
+    timeout: Duration,
+    n: usize,
+    write: impl FnOnce() -> Vec<strata_tsdb::Result<()>> + Send + 'static,
+) -> Result<Vec<strata_tsdb::Result<()>>, WriteTimedOut> {
+    let task = tokio::task::spawn_blocking(write);
     match tokio::time::timeout(timeout, task).await {
         Ok(Ok(results)) => Ok(results),
         // The write panicked: report every point as a storage failure.
@@ -342,12 +366,28 @@ mod tests {
             .map_err(|e| anyhow::anyhow!("{e:?}"))?;
         assert_eq!(results.len(), 1);
         assert!(results[0].is_ok());
-        // A 1 ms timeout on 200k points: the reply comes first.
-        let many: Vec<Point> = (0..200_000).map(point).collect();
-        let started = std::time::Instant::now();
-        let r = write_sync_within(tsdb.clone(), many, Duration::from_millis(1)).await;
-        assert!(r.is_err(), "the write finished within 1 ms");
-        assert!(started.elapsed() < Duration::from_secs(1));
+        // A write that cannot finish before the test lets it: the reply comes at the
+        // timeout, and the write carries on and finishes afterwards.
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let (finished, done) = std::sync::mpsc::channel::<()>();
+        let r = run_within(Duration::from_millis(1), 1, move || {
+            let _ = wait.recv();
+            let _ = finished.send(());
+            vec![Ok(())]
+        })
+        .await;
+        assert!(r.is_err(), "the reply waited for the write");
+        release.send(())?;
+        done.recv()?;
+        // A write that panics: every point is a storage failure.
+        let r = run_within(Duration::from_secs(30), 2, || panic!("a failed write"))
+            .await
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        assert_eq!(r.len(), 2);
+        assert!(
+            r.iter()
+                .all(|r| r.as_ref().is_err_and(|e| e.kind() == ErrorKind::Server))
+        );
         Ok(())
     }
 
@@ -400,6 +440,80 @@ mod tests {
         let (status, v) = body(timed_out(ReplyMode::Summary, &[], 3))?;
         assert_eq!(status, 400);
         assert_eq!(v, json!({ "success": 0, "failed": 0, "timeouts": 3 }));
+        Ok(())
+    }
+
+    /// Storage that refuses writes reaches both protocols: once the WAL failed, an HTTP put is
+    /// a 503 with OpenTSDB's error JSON in every reply mode, a telnet put gets
+    /// `put: storage error: …`, and `/metrics` and `/api/stats` show the state.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_wal_is_a_503_and_a_telnet_storage_error() -> anyhow::Result<()> {
+        use http_body_util::BodyExt;
+        use strata_engine::{DbOptions, Fault, FaultError, FaultFile, FaultOp, Faults};
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+        let dir = tempfile::tempdir()?;
+        let faults = Faults::new();
+        let opts = strata_tsdb::TsdbOptions {
+            db: DbOptions {
+                sync: strata_engine::SyncPolicy::Always,
+                faults: faults.clone(),
+                ..DbOptions::default()
+            },
+            ..strata_tsdb::TsdbOptions::default()
+        };
+        let tsdb = strata_tsdb::Tsdb::open(dir.path(), opts)?;
+        let (shared, _keep) = crate::server::Shared::for_test(tsdb)?;
+        faults.arm(Fault::new(FaultOp::Sync, FaultError::Io).on(FaultFile::Wal));
+        let body = serde_json::to_vec(&json!({"metric": "m", "timestamp": 1_356_998_400,
+                                              "value": 1, "tags": {"host": "a"}}))?;
+        for mode in [ReplyMode::Plain, ReplyMode::Details] {
+            let resp = put_decoded(&body, &shared, mode, false, None).await;
+            assert_eq!(resp.status().as_u16(), 503);
+            let v: serde_json::Value =
+                serde_json::from_slice(&resp.into_body().collect().await?.to_bytes())?;
+            assert_eq!(v["error"]["code"], 503, "{v}");
+            assert_eq!(v["error"]["message"], "Storage is not accepting writes");
+            let details = v["error"]["details"].as_str().unwrap_or_default();
+            assert!(details.contains("refused until a restart"), "{details}");
+        }
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let server = tokio::spawn({
+            let shared = shared.clone();
+            async move {
+                let (stream, _) = listener.accept().await?;
+                crate::telnet::serve_connection(stream, shared).await
+            }
+        });
+        let mut client = tokio::net::TcpStream::connect(addr).await?;
+        client
+            .write_all(
+                b"put m 1356998401 2 host=a
+version
+",
+            )
+            .await?;
+        let mut lines = BufReader::new(client).lines();
+        let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await??
+            .unwrap_or_default();
+        assert!(first.starts_with("put: storage error: "), "{first}");
+        assert!(first.contains("refused until a restart"), "{first}");
+        drop(lines);
+        server.await??;
+
+        let text = shared.metrics.render(&shared.tsdb);
+        assert!(text.contains("\nstrata_engine_write_failed 1\n"), "{text}");
+        let stats = crate::stats::lines_now(&shared);
+        assert!(stats.contains("tsd.storage.write_failed "), "{stats}");
+        assert!(
+            stats
+                .lines()
+                .any(|l| l.starts_with("tsd.storage.write_failed ") && l.contains(" 1 ")),
+            "{stats}"
+        );
         Ok(())
     }
 

@@ -100,6 +100,8 @@ pub(crate) async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Re
     println!("strata listening on {local}");
     let (stop_tx, stop_rx) = watch::channel(false);
     let limit = Arc::new(Semaphore::new(config.max_connections));
+    // Connections over the limit waiting for a slot: at most as many again.
+    let waiting = Arc::new(Semaphore::new(config.max_connections));
     let parse = strata_ingest::ParseConfig::new();
     let shared = Arc::new(Shared {
         config,
@@ -127,22 +129,32 @@ pub(crate) async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Re
                         continue;
                     }
                 };
-                let Ok(permit) = limit.clone().try_acquire_owned() else {
-                    warn!(%peer, "connection limit reached; refusing connection");
-                    shared.metrics.connections_refused.inc();
-                    tasks.spawn(refuse(stream));
-                    continue;
-                };
                 let shared = shared.clone();
-                tasks.spawn(async move {
-                    shared.metrics.connections_open.inc();
-                    let open = shared.metrics.connections_open.clone();
-                    let _open = scopeguard(move || open.dec());
-                    if let Err(e) = handle(stream, shared).await {
-                        debug!(%peer, error = %e, "connection ended with an error");
+                match limit.clone().try_acquire_owned() {
+                    Ok(permit) => {
+                        tasks.spawn(serve_counted(stream, peer, permit, shared));
                     }
-                    drop(permit);
-                });
+                    // Over the limit: wait for a slot (see `slot_wait`), unless as many
+                    // connections wait already.
+                    Err(_) => match waiting.clone().try_acquire_owned() {
+                        Ok(queued) => {
+                            let limit = limit.clone();
+                            tasks.spawn(async move {
+                                let slot = wait_for_slot(&limit, &shared).await;
+                                drop(queued);
+                                match slot {
+                                    Some(permit) => {
+                                        serve_counted(stream, peer, permit, shared).await;
+                                    }
+                                    None => refuse(stream, peer, &shared).await,
+                                }
+                            });
+                        }
+                        Err(_) => {
+                            tasks.spawn(async move { refuse(stream, peer, &shared).await });
+                        }
+                    },
+                }
             }
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
         }
@@ -163,15 +175,76 @@ pub(crate) async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Re
     Ok(())
 }
 
-async fn refuse(mut stream: TcpStream) {
+/// How long a connection over `max_connections` waits for a slot before it is refused: twice
+/// the header timeout, as a slot held by a client that sends nothing or half a header comes
+/// free within one. With no header timeout, it is refused at once, as OpenTSDB does.
+fn slot_wait(config: &Config) -> Duration {
+    config.header_timeout.map_or(Duration::ZERO, |t| t * 2)
+}
+
+/// A slot for a connection over the limit, once one comes free within [`slot_wait`]; `None`
+/// if none does, or the server shuts down.
+async fn wait_for_slot(
+    limit: &Arc<Semaphore>,
+    shared: &Shared,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    let mut shutdown = shared.shutdown.clone();
+    tokio::select! {
+        permit = tokio::time::timeout(slot_wait(&shared.config), limit.clone().acquire_owned()) => {
+            permit.ok()?.ok()
+        }
+        _ = shutdown.changed() => None,
+    }
+}
+
+/// Serves a connection that holds a slot of `max_connections`, counting it as open.
+async fn serve_counted(
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    shared: Arc<Shared>,
+) {
+    shared.metrics.connections_open.inc();
+    let open = shared.metrics.connections_open.clone();
+    let _open = scopeguard(move || open.dec());
+    if let Err(e) = handle(stream, shared).await {
+        debug!(%peer, error = %e, "connection ended with an error");
+    }
+    drop(permit);
+}
+
+async fn refuse(mut stream: TcpStream, peer: std::net::SocketAddr, shared: &Shared) {
     use tokio::io::AsyncWriteExt;
+    warn!(%peer, "connection limit reached; refusing connection");
+    shared.metrics.connections_refused.inc();
     let _ = stream.write_all(b"error: too many connections\n").await;
 }
 
 async fn handle(stream: TcpStream, shared: Arc<Shared>) -> anyhow::Result<()> {
     stream.set_nodelay(true)?;
     let mut first = [0u8; 1];
-    if stream.peek(&mut first).await? == 0 {
+    let mut shutdown = shared.shutdown.clone();
+    // A client must say something within the header timeout: a socket that sends nothing
+    // would otherwise hold its slot of `max_connections` for ever.
+    let first_byte = async {
+        match shared.config.header_timeout {
+            Some(t) => tokio::time::timeout(t, stream.peek(&mut first)).await.ok(),
+            None => Some(stream.peek(&mut first).await),
+        }
+    };
+    let peeked = tokio::select! {
+        peeked = first_byte => peeked,
+        _ = shutdown.changed() => return Ok(()),
+    };
+    let Some(peeked) = peeked else {
+        shared
+            .metrics
+            .connections_timed_out
+            .with_label_values(&[crate::metrics::phase::FIRST_BYTE])
+            .inc();
+        return Ok(());
+    };
+    if peeked? == 0 {
         // A probe that opened and closed the connection.
         return Ok(());
     }

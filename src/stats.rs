@@ -82,6 +82,19 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Stat> {
     out.push(stat("storage.wal.bytes", e.wal_bytes, &[]));
     out.push(stat("storage.wal.syncs", e.wal_syncs, &[]));
     out.push(stat("storage.wal.queue.bytes", e.wal_queue_bytes, &[]));
+    out.push(stat("storage.write_failed", u64::from(e.write_failed), &[]));
+    out.push(stat("storage.wal.refused", e.wal_batches_refused, &[]));
+    out.push(stat("storage.errors", e.flush_errors, &[("type", "flush")]));
+    out.push(stat(
+        "storage.errors",
+        e.compaction_errors,
+        &[("type", "compaction")],
+    ));
+    out.push(stat(
+        "storage.errors",
+        t.rowcompact_errors,
+        &[("type", "rowcompact")],
+    ));
     out
 }
 

@@ -23,6 +23,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::server::Shared;
+use crate::unwind::CatchUnwind;
 use crate::version;
 
 /// Bytes read from the socket at a time. A chunk's puts become one storage write.
@@ -30,8 +31,15 @@ const READ_CHUNK: usize = 64 << 10;
 /// A connection lets its worker's other tasks run, between two chunks, once this long has
 /// passed since it last did: a bound on how long it keeps them waiting.
 const YIELD_AFTER: std::time::Duration = std::time::Duration::from_micros(300);
-/// Series one connection remembers; past this it forgets them all and starts again. A
-/// remembered series costs its text, a hash slot and a handle: about 150 bytes.
+/// How long a reply may wait for the peer to read it. A collector that never reads (tcollector
+/// reads only its `version` check) fills its receive buffer with error replies over time; were
+/// the reply to wait for ever, the connection would stop reading its puts and the collector's
+/// sends would block in turn. Past this the connection stops replying and goes on reading.
+const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// Series one connection remembers. A remembered series costs its text, a hash slot and a
+/// handle: about 150 bytes, so this bounds a connection's cache near 10 MB. Past it, a batch's
+/// new series go the full way, and the next batch starts with an empty cache (see
+/// [`KnownSeries::start_batch`]).
 const MAX_KNOWN_SERIES: usize = 1 << 16;
 
 /// Serves telnet commands until the client closes the connection, sends `exit`, or the server
@@ -48,6 +56,7 @@ where
     W: AsyncWrite + Unpin,
 {
     let mut shutdown = shared.shutdown.clone();
+    let idle = shared.config.telnet_idle_timeout;
     let mut splitter = LineSplitter::new(shared.config.max_line_bytes);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     // The lines of one read: their ranges in the read's chunk, and the slices (an empty
@@ -60,10 +69,26 @@ where
         // A read error (a reset) ends the connection like a close does, and the whole lines
         // read before it are still stored; an unterminated tail is dropped then, as it may be
         // cut anywhere.
+        // A connection idle past `telnet_idle_timeout_ms` is closed like a reset: a line it
+        // left unterminated is dropped.
+        let read_or_idle = async {
+            match idle {
+                Some(idle) => tokio::time::timeout(idle, read.read_buf(&mut buf)).await,
+                None => Ok(read.read_buf(&mut buf).await),
+            }
+        };
         let (n, reset) = tokio::select! {
-            n = read.read_buf(&mut buf) => match n {
-                Ok(n) => (n, false),
-                Err(_) => (0, true),
+            n = read_or_idle => match n {
+                Ok(Ok(n)) => (n, false),
+                Ok(Err(_)) => (0, true),
+                Err(_) => {
+                    shared
+                        .metrics
+                        .connections_timed_out
+                        .with_label_values(&[crate::metrics::phase::TELNET_IDLE])
+                        .inc();
+                    (0, true)
+                }
             },
             _ = shutdown.changed() => (0, false),
         };
@@ -80,7 +105,19 @@ where
         let mut lines: Vec<&[u8]> = recycle(std::mem::take(&mut lines_buf));
         lines.extend(ranges.iter().map(|r| &chunk[r.clone()]));
         lines.extend(last.as_deref());
-        let keep_going = session.handle_lines(&lines, &mut write).await;
+        // A panic outside the put batches (which `store_puts` guards) still leaves the
+        // connection open: counted, answered with an error line, the series cache dropped.
+        let handled = CatchUnwind::new(session.handle_lines(&lines, &mut write)).await;
+        let keep_going = match handled {
+            Ok(keep_going) => keep_going,
+            Err(panic) => {
+                session.count_panic(&panic, "handling telnet lines panicked");
+                session.known = KnownSeries::default();
+                session.reply.push_str(INTERNAL_ERROR_LINES_REPLY);
+                session.send(&mut write).await;
+                true
+            }
+        };
         lines_buf = recycle(lines);
         if let Some(e) = too_long {
             session.reply.push_str(&format!("{e}\n"));
@@ -116,6 +153,8 @@ struct Session {
     /// never read replies (`shared/spec/README.md`), so a failed write must not stop the lines
     /// already on their way from being stored: the connection keeps reading until EOF.
     writable: bool,
+    /// How long a reply may wait for the peer to take it ([`REPLY_TIMEOUT`]).
+    reply_timeout: std::time::Duration,
     /// The parsed points' buffer (with their line numbers), kept empty between batches (see
     /// [`recycle`]).
     parsed_buf: Vec<(usize, strata_ingest::PointRef<'static>)>,
@@ -129,6 +168,9 @@ struct Session {
     handle_buf: Vec<SeriesPoint<'static>>,
     /// A line's series text, as [`KnownSeries`] keys it.
     key: Vec<u8>,
+    /// Panics to raise in the next batches, for the tests of [`Session::store_puts`].
+    #[cfg(test)]
+    inject_panics: u32,
 }
 
 /// Series a connection has sent: `metric ' ' tags`, as sent, to a handle.
@@ -136,9 +178,15 @@ struct Session {
 /// Collectors send their series in the same order round after round, so the series that came
 /// after a series last time is tried first: a comparison of its text, instead of copying,
 /// hashing and looking up the line's.
+///
+/// Series numbers index `handles` and are handed out for one batch's points, so the cache is
+/// only ever emptied between batches ([`KnownSeries::start_batch`]), never while a batch holds
+/// numbers: when it is full, [`KnownSeries::add`] declines instead.
 struct KnownSeries {
     /// The [`Tsdb::series_epoch`] the handles were made in.
     epoch: u64,
+    /// Most series remembered: [`MAX_KNOWN_SERIES`], or less in tests.
+    max: usize,
     index: FxHashMap<Arc<[u8]>, u32>,
     /// By series number: the handle, the text (shared with `index`), and the number of the
     /// series that came next.
@@ -149,6 +197,14 @@ struct KnownSeries {
     last: u32,
 }
 
+/// The reply to a read whose lines could not all be handled because of a bug (a panic).
+const INTERNAL_ERROR_LINES_REPLY: &str =
+    "error: internal error (logged by the server); some of the last lines were not handled\n";
+
+/// The reply to a put line whose batch could not be stored because of a bug (a panic).
+const INTERNAL_ERROR_REPLY: &str =
+    "put: storage error: internal error (logged by the server); the point may not be stored\n";
+
 /// No series, in [`KnownSeries::next`] and [`KnownSeries::last`].
 const NO_SERIES: u32 = u32::MAX;
 
@@ -156,6 +212,7 @@ impl Default for KnownSeries {
     fn default() -> Self {
         KnownSeries {
             epoch: 0,
+            max: MAX_KNOWN_SERIES,
             index: FxHashMap::default(),
             handles: Vec::new(),
             texts: Vec::new(),
@@ -166,9 +223,10 @@ impl Default for KnownSeries {
 }
 
 impl KnownSeries {
-    /// Forgets every series if their handles may be stale.
-    fn check_epoch(&mut self, epoch: u64) {
-        if epoch != self.epoch {
+    /// Readies the cache for a batch: forgets every series if their handles may be stale
+    /// (`epoch` is the current [`Tsdb::series_epoch`]) or the cache is full.
+    fn start_batch(&mut self, epoch: u64) {
+        if epoch != self.epoch || self.handles.len() >= self.max {
             self.clear();
             self.epoch = epoch;
         }
@@ -204,10 +262,11 @@ impl KnownSeries {
         self.last = at;
     }
 
-    /// Remembers the series of `key`; returns its number.
-    fn add(&mut self, key: &[u8], handle: SeriesHandle) -> u32 {
-        if self.handles.len() >= MAX_KNOWN_SERIES {
-            self.clear();
+    /// Remembers the series of `key` and returns its number, or `None` when the cache is full
+    /// (the numbers already handed out in this batch must stay valid).
+    fn add(&mut self, key: &[u8], handle: SeriesHandle) -> Option<u32> {
+        if self.handles.len() >= self.max {
+            return None;
         }
         let at = self.handles.len() as u32;
         let text: Arc<[u8]> = key.into();
@@ -216,7 +275,7 @@ impl KnownSeries {
         self.next.push(NO_SERIES);
         self.index.insert(text, at);
         self.follow(at);
-        at
+        Some(at)
     }
 }
 
@@ -264,12 +323,15 @@ impl Session {
             puts_buf: Vec::new(),
             reply: String::new(),
             writable: true,
+            reply_timeout: REPLY_TIMEOUT,
             parsed_buf: Vec::new(),
             points_buf: Vec::new(),
             known: KnownSeries::default(),
             known_buf: Vec::new(),
             handle_buf: Vec::new(),
             key: Vec::new(),
+            #[cfg(test)]
+            inject_panics: 0,
         }
     }
 
@@ -286,12 +348,17 @@ impl Session {
             .inc_by(lines.len() as u64);
         let mut puts: Vec<&[u8]> = recycle(std::mem::take(&mut self.puts_buf));
         for &line in lines {
+            // The tests of the guard in `serve_lines`.
+            #[cfg(test)]
+            if line == b"test-panic" {
+                panic!("a panic injected by a test");
+            }
             let command = parse_command(line);
             if matches!(command, Command::Put(_)) {
                 puts.push(line);
                 continue;
             }
-            self.flush_puts(&mut puts);
+            self.store_puts(&mut puts);
             match command {
                 Command::Version => self.reply.push_str(&version::telnet_lines()),
                 Command::Help => self.reply.push_str(&strata_ingest::help_reply(false)),
@@ -300,7 +367,15 @@ impl Session {
                     break;
                 }
                 Command::Stats => self.reply.push_str(&crate::stats::lines_now(&self.shared)),
-                Command::DropCaches => self.reply.push_str("Caches dropped.\n"),
+                Command::DropCaches => {
+                    // Reading the UID table again takes a while on a large store.
+                    match tokio::task::block_in_place(|| self.shared.tsdb.drop_caches()) {
+                        Ok(()) => self.reply.push_str("Caches dropped.\n"),
+                        Err(e) => self
+                            .reply
+                            .push_str(&format!("dropcaches: storage error: {e}\n")),
+                    }
+                }
                 // Shutting the server down from a socket is disabled, as with OpenTSDB's
                 // `tsd.no_diediedie`.
                 Command::DieDieDie => self
@@ -312,7 +387,7 @@ impl Session {
                 Command::Put(_) => {}
             }
         }
-        self.flush_puts(&mut puts);
+        self.store_puts(&mut puts);
         self.puts_buf = recycle(puts);
         self.send(write).await;
         open
@@ -325,12 +400,19 @@ impl Session {
         if !self.reply.is_empty() {
             self.settle();
         }
-        if self.writable
-            && !self.reply.is_empty()
-            && let Err(e) = write.write_all(self.reply.as_bytes()).await
-        {
-            tracing::debug!(error = %e, "telnet peer stopped taking replies; still reading");
-            self.writable = false;
+        if self.writable && !self.reply.is_empty() {
+            let reply = write.write_all(self.reply.as_bytes());
+            match tokio::time::timeout(self.reply_timeout, reply).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "telnet peer stopped taking replies; still reading");
+                    self.writable = false;
+                }
+                Err(_) => {
+                    tracing::debug!("telnet peer does not read its replies; still reading");
+                    self.writable = false;
+                }
+            }
         }
         self.reply.clear();
     }
@@ -338,9 +420,66 @@ impl Session {
     /// Waits until the points written so far are visible (see [`Tsdb::write_series`]). A
     /// failure here is the WAL's, which fails every write after it too.
     fn settle(&mut self) {
-        if let Err(e) = self.shared.tsdb.settle() {
-            tracing::error!(error = %e, "queued telnet points were not stored");
-            self.reply.push_str(&format!("put: storage error: {e}\n"));
+        match crate::unwind::catch(|| self.shared.tsdb.settle()) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "queued telnet points were not stored");
+                self.reply.push_str(&format!("put: storage error: {e}\n"));
+            }
+            Err(panic) => {
+                self.count_panic(&panic, "waiting for queued telnet points panicked");
+                self.reply.push_str(INTERNAL_ERROR_REPLY);
+            }
+        }
+    }
+
+    fn count_panic(&self, panic: &str, what: &str) {
+        self.shared
+            .metrics
+            .ingest_panics
+            .with_label_values(&[crate::metrics::TELNET])
+            .inc();
+        tracing::error!(panic, "{what}");
+    }
+
+    /// [`Session::flush_puts`], guarded: the connection stays open whatever happens in it.
+    ///
+    /// A panic there is a bug, perhaps in the connection's series cache, so the batch is
+    /// stored again through the plain path, without that cache. A point stored twice is
+    /// stored once (the second write of the same value at the same instant replaces the
+    /// first), so nothing is doubled. If that panics too, every put line of the batch is
+    /// answered with an error, so the client knows to send it again.
+    fn store_puts(&mut self, puts: &mut Vec<&[u8]>) {
+        if puts.is_empty() {
+            return;
+        }
+        let reply_len = self.reply.len();
+        let Err(first) = crate::unwind::catch(|| self.flush_puts(puts)) else {
+            return;
+        };
+        self.count_panic(
+            &first,
+            "storing a telnet batch panicked; storing it again without the series cache",
+        );
+        self.reply.truncate(reply_len);
+        self.known = KnownSeries {
+            max: 0,
+            ..KnownSeries::default()
+        };
+        let again = crate::unwind::catch(|| self.flush_puts(puts));
+        self.known = KnownSeries::default();
+        if let Err(second) = again {
+            self.count_panic(
+                &second,
+                "storing a telnet batch panicked again; refusing it",
+            );
+            self.reply.truncate(reply_len);
+            let counters = &self.shared.metrics.telnet;
+            for _ in puts.iter() {
+                counters.rejected(crate::metrics::reason::STORAGE);
+                self.reply.push_str(INTERNAL_ERROR_REPLY);
+            }
+            puts.clear();
         }
     }
 
@@ -355,7 +494,7 @@ impl Session {
         let counters = &self.shared.metrics.telnet;
         counters.received.inc_by(puts.len() as u64);
         let known = &mut self.known;
-        known.check_epoch(tsdb.series_epoch());
+        known.start_batch(tsdb.series_epoch());
         let mut parsed: Vec<(usize, strata_ingest::PointRef<'_>)> =
             recycle(std::mem::take(&mut self.parsed_buf));
         let mut known_points = std::mem::take(&mut self.known_buf);
@@ -385,13 +524,15 @@ impl Session {
                 }
             };
             // A series seen for the first time: remembered if storage takes its names, by
-            // the text `key` still holds. (If it does not, the write below says why.)
+            // the text `key` still holds, and the cache has room. (If storage does not take
+            // them, the write below says why.)
             if let Some(h) = head
                 && let Ok(handle) = tsdb.series_handle(p.metric, p.tags.as_slice())
+                && let Some(series) = known.add(key, handle)
             {
                 known_points.push(KnownPoint {
                     line: i,
-                    series: known.add(key, handle),
+                    series,
                     timestamp: h.timestamp,
                     value: crate::put::to_value(h.value),
                 });
@@ -423,6 +564,12 @@ impl Session {
                     Err(e) => refused(k.line, e),
                 }
             }
+        }
+        // Half-way through the batch: the known series' points are written, the others not.
+        #[cfg(test)]
+        if self.inject_panics > 0 {
+            self.inject_panics -= 1;
+            panic!("a panic injected by a test");
         }
         let mut points: Vec<PointRef<'_>> = recycle(std::mem::take(&mut self.points_buf));
         points.extend(parsed.iter().map(|(_, p)| crate::put::to_tsdb(p)));
@@ -490,7 +637,7 @@ mod tests {
             let handle = tsdb.series_handle(metric, &pairs)?;
             numbers.push(known.add(&key, handle));
         }
-        assert_eq!(numbers, [0, 1, 2, 3]);
+        assert_eq!(numbers, [Some(0), Some(1), Some(2), Some(3)]);
         // The same order again (the guesses), then others (the index).
         let orders = [[0, 1, 2, 3], [0, 1, 2, 3], [3, 1, 0, 2], [2, 2, 1, 3]];
         for order in orders {
@@ -504,9 +651,206 @@ mod tests {
         // holds a space: `parse_put_head` ends it at the first one.)
         assert_eq!(known.find(b"m", b"h=a x", &mut key), None);
         assert_eq!(known.find(b"m", b"h=a ", &mut key), None);
-        known.check_epoch(known.epoch + 1);
+        known.start_batch(known.epoch + 1);
         assert_eq!(known.find(b"m", b"h=a", &mut key), None);
         assert!(known.handles.is_empty() && known.texts.is_empty() && known.next.is_empty());
+        Ok(())
+    }
+
+    /// Issue 21: the cache of known series filled up in the middle of a batch and was emptied
+    /// while the batch still held numbers of series in it; a later point then named a series
+    /// past the end (a panic that dropped the connection and its batch) or another series.
+    /// Here a batch mixes known series and new ones across the bound, and every point must
+    /// land on its own series.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_across_the_known_series_bound_stores_every_point() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
+        let (shared, _keep) = Shared::for_test(tsdb.clone())?;
+        let mut session = Session::new(shared);
+        session.known.max = 4;
+        let mut replies: Vec<u8> = Vec::new();
+        // Host `h` always writes the value `h`: a point on the wrong series shows.
+        let batches: [&[u32]; 4] = [
+            &[0, 1, 2],
+            // 0 and 1 known; 3 fills the cache; 4 and 5 find it full; then known and unknown
+            // series again.
+            &[0, 3, 4, 1, 5, 0, 4, 3, 2],
+            // Starts with a full cache, which is emptied first.
+            &[5, 4, 3, 2, 1, 0, 6, 7],
+            &[7, 6, 0],
+        ];
+        let mut expected: std::collections::BTreeMap<u32, Vec<i64>> = Default::default();
+        for (b, hosts) in batches.iter().enumerate() {
+            let text: Vec<String> = hosts
+                .iter()
+                .enumerate()
+                .map(|(i, h)| {
+                    let ts = 1_356_998_400 + (b * 100 + i) as i64;
+                    expected.entry(*h).or_default().push(ts * 1000);
+                    format!("put m {ts} {h} host=h{h}")
+                })
+                .collect();
+            let lines: Vec<&[u8]> = text.iter().map(|l| l.as_bytes()).collect();
+            assert!(session.handle_lines(&lines, &mut replies).await);
+            assert!(session.known.handles.len() <= 4);
+        }
+        session.settle();
+        assert_eq!(String::from_utf8_lossy(&replies), "");
+        let ids = tsdb.find_series("m", &[])?;
+        let mut got: std::collections::BTreeMap<u32, Vec<i64>> = Default::default();
+        for s in tsdb.read_series(&ids, 0, i64::MAX)? {
+            let host: u32 = s.tags[0].1.trim_start_matches('h').parse()?;
+            for (ts, v) in &s.points {
+                assert_eq!(
+                    *v,
+                    Value::Int(i64::from(host)),
+                    "a point of h{host} at {ts}"
+                );
+            }
+            got.insert(host, s.points.iter().map(|p| p.0).collect());
+        }
+        assert_eq!(got, expected);
+        Ok(())
+    }
+
+    /// A batch that panics (a bug) half-way, after some of its points were written, is
+    /// stored again without the series cache: nothing lost, nothing doubled, no reply, the
+    /// panic counted. If the second try panics too, every put line of the batch gets an error
+    /// line, and the connection goes on with the next batch.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_that_panics_is_stored_again_or_refused() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
+        let (shared, _keep) = Shared::for_test(tsdb.clone())?;
+        let panics = shared.metrics.ingest_panics.with_label_values(&["telnet"]);
+        let mut session = Session::new(shared);
+        let mut replies: Vec<u8> = Vec::new();
+        let batch = |ts: i64, hosts: std::ops::Range<u32>| -> Vec<String> {
+            hosts.map(|h| format!("put m {ts} {h} host=h{h}")).collect()
+        };
+        let lines = |text: &[String]| -> Vec<Vec<u8>> {
+            text.iter().map(|l| l.clone().into_bytes()).collect()
+        };
+        // h0..h2 become known series.
+        let first = lines(&batch(1_356_998_400, 0..3));
+        let refs: Vec<&[u8]> = first.iter().map(Vec::as_slice).collect();
+        assert!(session.handle_lines(&refs, &mut replies).await);
+        // Known (h0..h2) and new (h3..h5) series; the known ones are written, then it panics.
+        session.inject_panics = 1;
+        let second = lines(&batch(1_356_998_410, 0..6));
+        let refs: Vec<&[u8]> = second.iter().map(Vec::as_slice).collect();
+        assert!(session.handle_lines(&refs, &mut replies).await);
+        assert_eq!(String::from_utf8_lossy(&replies), "");
+        assert_eq!(panics.get(), 1);
+        // Both tries panic: one error line per put line, and the `version` after them.
+        session.inject_panics = 2;
+        let mut third = lines(&batch(1_356_998_420, 0..2));
+        third.push(b"version".to_vec());
+        let refs: Vec<&[u8]> = third.iter().map(Vec::as_slice).collect();
+        assert!(session.handle_lines(&refs, &mut replies).await);
+        let text = String::from_utf8_lossy(&replies).into_owned();
+        let errors: Vec<&str> = text.lines().take(2).collect();
+        assert_eq!(errors, [INTERNAL_ERROR_REPLY.trim_end(); 2], "{text}");
+        assert!(
+            text.lines()
+                .nth(2)
+                .is_some_and(|l| l.starts_with("net.opentsdb"))
+        );
+        assert_eq!(panics.get(), 3);
+        // The connection carries on as before.
+        let fourth = lines(&batch(1_356_998_430, 0..6));
+        let refs: Vec<&[u8]> = fourth.iter().map(Vec::as_slice).collect();
+        replies.clear();
+        assert!(session.handle_lines(&refs, &mut replies).await);
+        session.settle();
+        assert_eq!(String::from_utf8_lossy(&replies), "");
+        let ids = tsdb.find_series("m", &[])?;
+        let mut got = std::collections::BTreeMap::new();
+        for s in tsdb.read_series(&ids, 0, i64::MAX)? {
+            got.insert(
+                s.tags[0].1.clone(),
+                s.points.iter().map(|p| p.0 / 1000).collect(),
+            );
+        }
+        // The refused batch's first try wrote h0 and h1 before it panicked: the replies
+        // said the points may not be stored, not that they were not.
+        let expect = |h: u32| -> (String, Vec<i64>) {
+            let ts = match h {
+                0 | 1 => vec![1_356_998_400, 1_356_998_410, 1_356_998_420, 1_356_998_430],
+                2 => vec![1_356_998_400, 1_356_998_410, 1_356_998_430],
+                _ => vec![1_356_998_410, 1_356_998_430],
+            };
+            (format!("h{h}"), ts)
+        };
+        let want: std::collections::BTreeMap<String, Vec<i64>> = (0..6).map(expect).collect();
+        assert_eq!(got, want);
+        Ok(())
+    }
+
+    /// A panic while handling a read's lines outside a put batch leaves the connection open:
+    /// an error line, the panic counted, and the lines after it are served.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panic_outside_a_batch_keeps_the_connection() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
+        let (shared, _keep) = Shared::for_test(tsdb.clone())?;
+        // Two reads: the guard catches the first, the second is served as usual.
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(server);
+        let conn = tokio::spawn(serve_lines(read, write, shared.clone()));
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        client
+            .write_all(b"put m 1356998400 1 host=a\ntest-panic\n")
+            .await?;
+        let (client_read, mut client_write) = tokio::io::split(client);
+        let mut replies = tokio::io::BufReader::new(client_read).lines();
+        // A bound, so that a reply that never comes fails the test instead of hanging it.
+        let within = std::time::Duration::from_secs(60);
+        let first = tokio::time::timeout(within, replies.next_line()).await??;
+        assert_eq!(
+            first.as_deref(),
+            Some(INTERNAL_ERROR_LINES_REPLY.trim_end())
+        );
+        client_write
+            .write_all(b"put m 1356998410 2 host=a\nversion\nexit\n")
+            .await?;
+        let version = tokio::time::timeout(within, replies.next_line())
+            .await??
+            .unwrap_or_default();
+        assert!(version.starts_with("net.opentsdb"), "{version}");
+        conn.await??;
+        let panics = shared.metrics.ingest_panics.with_label_values(&["telnet"]);
+        assert_eq!(panics.get(), 1);
+        // The put before the panic was not handled (the error line said so); the one after
+        // was.
+        let ids = tsdb.find_series("m", &[])?;
+        let series = tsdb.read_series(&ids, 0, i64::MAX)?;
+        let points: Vec<i64> = series[0].points.iter().map(|p| p.0).collect();
+        assert_eq!(points, vec![1_356_998_410_000]);
+        Ok(())
+    }
+
+    /// A peer that does not read its replies: once a reply has waited past the reply timeout,
+    /// the connection stops replying and goes on storing the lines it reads.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_peer_that_never_reads_replies_is_still_read() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
+        let (shared, _keep) = Shared::for_test(tsdb.clone())?;
+        let mut session = Session::new(shared);
+        session.reply_timeout = std::time::Duration::from_millis(50);
+        // Room for 8 bytes of replies, and nobody reads them.
+        let (mut peer, _unread) = tokio::io::duplex(8);
+        let bad: [&[u8]; 2] = [b"put m 1356998400 x h=a", b"put m 1356998400 1 h=a"];
+        assert!(session.handle_lines(&bad, &mut peer).await);
+        assert!(!session.writable);
+        let next: [&[u8]; 2] = [b"put m 1356998410 2 h=a", b"put m x"];
+        assert!(session.handle_lines(&next, &mut peer).await);
+        let ids = tsdb.find_series("m", &[])?;
+        let series = tsdb.read_series(&ids, 0, i64::MAX)?;
+        let points: Vec<i64> = series[0].points.iter().map(|p| p.0).collect();
+        assert_eq!(points, vec![1_356_998_400_000, 1_356_998_410_000]);
         Ok(())
     }
 

@@ -205,6 +205,17 @@ impl BlockCache {
         }
     }
 
+    /// Drops every block (an operator's `dropcaches`). Readers holding a block keep it; the
+    /// next lookup reads it from its file again.
+    pub(crate) fn clear(&self) {
+        for shard in &self.shards {
+            let mut shard = shard.write();
+            shard.map.clear();
+            shard.lru.clear();
+            shard.used = 0;
+        }
+    }
+
     /// A snapshot of the counters.
     pub(crate) fn stats(&self) -> CacheStats {
         let used: usize = self.shards.iter().map(|s| s.read().used).sum();
@@ -223,6 +234,20 @@ mod tests {
 
     fn key(file_id: u64, offset: u64) -> BlockKey {
         BlockKey { file_id, offset }
+    }
+
+    #[test]
+    fn clear_drops_every_block() {
+        let cache = BlockCache::new(16 * 1000);
+        for i in 0..20 {
+            cache.insert(key(i, 0), Arc::new(i), 10);
+        }
+        assert!(cache.stats().used_bytes > 0);
+        cache.clear();
+        assert_eq!(cache.stats().used_bytes, 0);
+        assert!((0..20).all(|i| cache.get(&key(i, 0)).is_none()));
+        cache.insert(key(1, 0), Arc::new(1u64), 10);
+        assert!(cache.get(&key(1, 0)).is_some());
     }
 
     #[test]

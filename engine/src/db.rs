@@ -16,6 +16,24 @@
 //! Reads merge the active memtable, the frozen ones and the files, newest first; a [`Snapshot`]
 //! is a sequence number plus references to those memtables and files, so it stays consistent
 //! while flushes and compactions replace them.
+//!
+//! ## Failures
+//!
+//! - A write the WAL cannot take is refused with the error; a failed WAL fsync or write fails
+//!   the WAL, and with it every write until a restart (`Error::WalFailed`, the `## Failures`
+//!   rules of `wal.rs`; `EngineStats::write_failed`). Reads go on in both cases.
+//! - A flush or compaction that fails (a full disk, an I/O error) changes nothing that a
+//!   reader or the next open sees: its new SST files are deleted, and the manifest in place
+//!   is the one before. When the manifest's store failed at or after its rename, so that the
+//!   file on disk may name the new SSTs, those are kept until the next manifest store and
+//!   deleted then. The frozen memtable (or the compaction's inputs) stays, and the background
+//!   thread runs the work again after 100 ms, doubling the wait with each failure in a row up
+//!   to 10 s (`EngineStats::flush_errors`, `compaction_errors`), so it resumes by itself
+//!   once the disk has space. Meanwhile writers stall on the frozen memtables as usual, which
+//!   bounds memory.
+//! - If the WAL cannot start a new segment when the active memtable freezes, the memtable
+//!   stays active; a write that finds it at twice its size freezes it first, and is refused
+//!   with the error if that fails again.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -30,7 +48,7 @@ use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
 use crate::compaction::{self, FileSummary, Plan, PlanOptions};
 use crate::error::{Error, Result};
-use crate::fs::{FileSystem, LocalFs};
+use crate::fs::{AtomicWriteError, FileSystem, LocalFs};
 use crate::key::{Entry, EntryKind, Found};
 use crate::manifest::{FileMeta, MANIFEST_NAME, Manifest, parse_sst_file_name, sst_file_name};
 use crate::memtable::Memtable;
@@ -147,6 +165,8 @@ struct State {
 
 #[derive(Debug, Default)]
 struct Counters {
+    flush_errors: AtomicU64,
+    compaction_errors: AtomicU64,
     write_stalls: AtomicU64,
     write_stall_micros: AtomicU64,
     flushes: AtomicU64,
@@ -169,7 +189,7 @@ struct Signal {
 struct Inner {
     opts: DbOptions,
     dir: PathBuf,
-    fs: LocalFs,
+    fs: Arc<dyn FileSystem>,
     cache: Arc<BlockCache>,
     state: RwLock<Arc<State>>,
     tables: RwLock<BTreeMap<String, Table>>,
@@ -195,6 +215,10 @@ struct Inner {
     applier: Arc<Signal>,
     /// Signalled after each flush, for stalled writers.
     flushed: (Mutex<()>, Condvar),
+    /// SST files that no manifest in place names but that one which may be on disk does (its
+    /// store failed after the rename), or that could not be deleted: deleted after the next
+    /// manifest store.
+    orphans: Mutex<Vec<u64>>,
     counters: Counters,
 }
 
@@ -251,8 +275,8 @@ impl Db {
     }
 
     fn open_claimed(dir: &Path, opts: DbOptions) -> Result<Db> {
-        let fs = LocalFs::new(dir)?;
-        let manifest = Manifest::load(&fs)?.unwrap_or(Manifest {
+        let fs = opts.faults.wrap(Arc::new(LocalFs::new(dir)?));
+        let manifest = Manifest::load(&*fs)?.unwrap_or(Manifest {
             next_file_id: 1,
             ..Manifest::default()
         });
@@ -269,7 +293,7 @@ impl Db {
                 fs.delete(&name)?;
             }
         }
-        wal::delete_segments_through(dir, manifest.flushed_segment)?;
+        wal::delete_segments_through(&*fs, manifest.flushed_segment)?;
 
         let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
         let mut files = Files::default();
@@ -288,12 +312,8 @@ impl Db {
         let mem = Memtable::new();
         let mut seq = manifest.last_seq;
         let now = opts.clock.now_ms();
-        let mut replay = |payload: &[u8], file: &Path, offset: u64| -> Result<()> {
-            let bad = |detail: String| Error::Corruption {
-                file: file.display().to_string(),
-                offset,
-                detail,
-            };
+        let mut replay = |payload: &[u8], file: &str, offset: u64| -> Result<()> {
+            let bad = |detail: String| Error::corruption(file, offset, detail);
             match decode_entry(payload).map_err(bad)? {
                 DecodedEntry::Table { id, name } => {
                     tables.insert(name.to_string(), Table::new(id, name.into()));
@@ -306,7 +326,7 @@ impl Db {
             Ok(())
         };
         let wal = Arc::new(Wal::open_from(
-            dir,
+            fs.clone(),
             opts.wal_segment_bytes,
             manifest.flushed_segment + 1,
             &mut replay,
@@ -339,6 +359,7 @@ impl Db {
             compact_signal: compact_signal.clone(),
             applier: applier.clone(),
             flushed: (Mutex::new(()), Condvar::new()),
+            orphans: Mutex::new(Vec::new()),
             counters: Counters::default(),
         });
         spawn_worker(
@@ -409,7 +430,8 @@ impl Db {
     }
 
     /// Waits until every batch queued by [`Db::write_queued`] before the call is in the
-    /// memtables, and fails if one of them failed.
+    /// memtables, and fails if one it waited for failed (one that failed before the call
+    /// failed the WAL, which refuses every write after it).
     pub fn settle(&self) -> Result<()> {
         let inner = &self.inner;
         let stranded = inner
@@ -423,7 +445,9 @@ impl Db {
         if batch.is_empty() {
             return Ok(());
         }
-        self.inner.stall_if_needed();
+        if self.inner.stall_if_needed() {
+            self.inner.freeze_overgrown()?;
+        }
         self.inner.commit(WalEntry::Batch(batch), sync, queue)
     }
 
@@ -493,14 +517,17 @@ impl Db {
         self.snapshot().scan(table, opts)
     }
 
-    /// Flushes the memtables to SST files and waits for it.
+    /// Flushes the memtables to SST files and waits for it. Its error is that of its own
+    /// flush: the background flusher waits meanwhile.
     pub fn flush(&self) -> Result<()> {
         self.settle()?;
         let inner = &self.inner;
-        inner.wal.quiesce(|| inner.freeze())?;
+        let mut manifest = inner.manifest.lock();
+        let frozen = inner.wal.quiesce(|| inner.freeze());
         // Batches queued while the memtable froze wait for the apply thread.
         inner.wake_applier(true);
-        while inner.flush_oldest()? {}
+        frozen?;
+        while inner.flush_oldest_locked(&mut manifest)? {}
         Ok(())
     }
 
@@ -509,6 +536,11 @@ impl Db {
     /// tombstones.
     pub fn compact_all(&self) -> Result<()> {
         self.inner.compact_all()
+    }
+
+    /// Empties the block cache; later reads fill it again from the files.
+    pub fn clear_block_cache(&self) {
+        self.inner.cache.clear();
     }
 
     /// Current counters.
@@ -537,6 +569,10 @@ impl Db {
                     .sum::<u64>(),
             frozen_memtables: state.frozen.len() as u64,
             levels,
+            write_failed: inner.wal.has_failed(),
+            wal_batches_refused: wal.refused.load(Ordering::Relaxed),
+            flush_errors: c.flush_errors.load(Ordering::Relaxed),
+            compaction_errors: c.compaction_errors.load(Ordering::Relaxed),
             write_stalls: c.write_stalls.load(Ordering::Relaxed),
             write_stall_micros: c.write_stall_micros.load(Ordering::Relaxed),
             flushes: c.flushes.load(Ordering::Relaxed),
@@ -566,27 +602,46 @@ impl Db {
 /// compaction thread after each flush.
 fn spawn_flusher(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
     spawn_worker("strata-flush", "memtable flush", db, signal, |inner| {
-        while inner.flush_oldest()? {
-            inner.compact_signal.wake();
+        let flushed = (|| {
+            while inner.flush_oldest()? {
+                inner.compact_signal.wake();
+            }
+            Ok(())
+        })();
+        if flushed.is_err() {
+            inner.counters.flush_errors.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(())
+        flushed
     })
 }
 
 /// Starts the thread that runs due compactions while the database is open, apart from the
 /// flush thread: a compaction of a large level takes seconds, and flushes must go on meanwhile.
 fn spawn_compactor(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
-    spawn_worker(
-        "strata-compact",
-        "compaction",
-        db,
-        signal,
-        Inner::compact_due,
-    )
+    spawn_worker("strata-compact", "compaction", db, signal, |inner| {
+        let compacted = inner.compact_due();
+        if compacted.is_err() {
+            inner
+                .counters
+                .compaction_errors
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        compacted
+    })
 }
 
+/// The first wait before a failed background job runs again. Each failure in a row doubles
+/// it, up to [`RETRY_MAX`]; a success resets it. A disk that was full is used again within
+/// seconds of having space, and a lasting failure is retried (and logged) every 10 s rather
+/// than in a tight loop.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+/// The longest wait between retries of a failing background job.
+const RETRY_MAX: Duration = Duration::from_secs(10);
+
 /// Starts thread `name`, which runs `work` whenever `signal` wakes it (and every 100 ms) until
-/// the database is dropped. After a failure it logs it as `what` and waits a second.
+/// the database is dropped. After a failure it logs it as `what` and waits before the next
+/// run, from [`RETRY_FIRST`] doubling to [`RETRY_MAX`]. A failed flush or compaction leaves
+/// the files and the manifest as they were, so running it again is safe.
 fn spawn_worker(
     name: &str,
     what: &'static str,
@@ -597,14 +652,24 @@ fn spawn_worker(
     std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
+            let mut retry: Option<Duration> = None;
             loop {
                 signal.wait();
                 let Some(inner) = db.upgrade() else { break };
                 let result = work(&inner);
                 drop(inner);
-                if let Err(e) = result {
-                    tracing::error!(error = %e, "{what} failed; retrying");
-                    std::thread::sleep(Duration::from_secs(1));
+                match result {
+                    Ok(()) => retry = None,
+                    Err(e) => {
+                        let wait = retry.map_or(RETRY_FIRST, |w| (w * 2).min(RETRY_MAX));
+                        retry = Some(wait);
+                        tracing::error!(
+                            error = %e,
+                            retry_in_ms = wait.as_millis() as u64,
+                            "{what} failed; retrying"
+                        );
+                        std::thread::sleep(wait);
+                    }
                 }
             }
         })
@@ -669,7 +734,7 @@ impl Inner {
         if active.approximate_bytes() >= self.opts.memtable_bytes as u64
             && let Err(e) = self.freeze()
         {
-            tracing::error!(error = %e, "could not freeze the memtable");
+            tracing::warn!(error = %e, "could not freeze the memtable; the next write tries again");
         }
     }
 
@@ -701,38 +766,60 @@ impl Inner {
         Ok(())
     }
 
-    /// True while writes must wait: too many frozen memtables wait for a flush, or a table's
-    /// level 0 holds too many files.
-    fn must_stall(&self) -> bool {
+    /// Freezes the active memtable, which grew to twice its size because the freeze in
+    /// [`Inner::apply_group`] failed (the WAL could not start a segment, say on a full disk).
+    /// A write is refused with the error while this fails, rather than let memory grow.
+    fn freeze_overgrown(&self) -> Result<()> {
+        let frozen = self.wal.quiesce(|| self.freeze());
+        // Batches queued while this held the commit leadership wait for the apply thread.
+        self.wake_applier(true);
+        frozen
+    }
+
+    /// What a write must attend to first: whether it must wait (too many frozen memtables wait
+    /// for a flush, or a table's level 0 holds too many files), and whether the active
+    /// memtable grew to twice its size (see [`Inner::freeze_overgrown`]).
+    fn pressure(&self) -> (bool, bool) {
         let state = self.state.read();
         let l0_limit = self
             .opts
             .l0_stall_files
             .max(self.opts.l0_compaction_trigger.max(2) + 1);
-        state.frozen.len() >= self.opts.max_frozen_memtables.max(1)
+        let stall = state.frozen.len() >= self.opts.max_frozen_memtables.max(1)
             || state
                 .files
                 .tables
                 .values()
-                .any(|levels| levels.first().is_some_and(|l0| l0.len() >= l0_limit))
+                .any(|levels| levels.first().is_some_and(|l0| l0.len() >= l0_limit));
+        let overgrown =
+            state.active.approximate_bytes() >= (self.opts.memtable_bytes as u64).saturating_mul(2);
+        (stall, overgrown)
     }
 
-    /// Waits while [`Inner::must_stall`].
-    fn stall_if_needed(&self) {
-        if !self.must_stall() {
-            return;
+    /// True while writes must wait (see [`Inner::pressure`]).
+    fn must_stall(&self) -> bool {
+        self.pressure().0
+    }
+
+    /// Waits while [`Inner::must_stall`], unless the WAL failed (the write is refused then).
+    /// Returns whether the active memtable is overgrown (see [`Inner::pressure`]).
+    fn stall_if_needed(&self) -> bool {
+        let (stall, overgrown) = self.pressure();
+        if !stall {
+            return overgrown;
         }
         let start = Instant::now();
         self.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
         tracing::warn!("writes stalled: waiting for memtable flushes or level-0 compactions");
         let (mx, cv) = &self.flushed;
         let mut g = mx.lock();
-        while self.must_stall() {
+        while self.must_stall() && !self.wal.has_failed() {
             cv.wait_for(&mut g, Duration::from_millis(10));
         }
         self.counters
             .write_stall_micros
             .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.pressure().1
     }
 
     fn set_table_options(&self, table: u32, opts: TableOptions) {
@@ -785,9 +872,7 @@ impl Inner {
         })();
         if result.is_err() {
             drop(builder);
-            if let Err(e) = self.fs.delete(&name) {
-                tracing::warn!(error = %e, file = %name, "could not delete a failed SST");
-            }
+            self.discard(std::iter::once(id), false);
         }
         result
     }
@@ -802,26 +887,36 @@ impl Inner {
 
     /// Flushes the oldest frozen memtable; false if there was none.
     fn flush_oldest(&self) -> Result<bool> {
-        let mut manifest = self.manifest.lock();
+        self.flush_oldest_locked(&mut self.manifest.lock())
+    }
+
+    /// [`Inner::flush_oldest`], with the manifest's lock held.
+    fn flush_oldest_locked(&self, manifest: &mut Manifest) -> Result<bool> {
         let Some(frozen) = self.state.read().frozen.first().cloned() else {
             return Ok(false);
         };
         let start = Instant::now();
         let mut written = Vec::new();
         let mut next = manifest.clone();
-        let result = (|| {
+        let result = (|| -> Result<(), AtomicWriteError> {
+            let before = |error| AtomicWriteError {
+                error,
+                maybe_replaced: false,
+            };
             for table in frozen.mem.table_ids() {
                 let id = next.next_file_id;
                 next.next_file_id += 1;
                 let mem = &frozen.mem;
                 let fold = self.table_options(table).flush_fold;
                 let (mut folded, mut rejected) = (0u64, 0u64);
-                let file = self.write_sst(table, 0, id, &mut |add| match &fold {
-                    Some(fold) => {
-                        mem.for_each_folded(table, &*fold.0, &mut folded, &mut rejected, add)
-                    }
-                    None => mem.for_each(table, add),
-                })?;
+                let file = self
+                    .write_sst(table, 0, id, &mut |add| match &fold {
+                        Some(fold) => {
+                            mem.for_each_folded(table, &*fold.0, &mut folded, &mut rejected, add)
+                        }
+                        None => mem.for_each(table, add),
+                    })
+                    .map_err(before)?;
                 self.counters
                     .rows_folded
                     .fetch_add(folded, Ordering::Relaxed);
@@ -839,16 +934,16 @@ impl Inner {
             next.flushed_segment = next.flushed_segment.max(frozen.last_segment);
             next.tables = self.table_registry();
             next.files.extend(written.iter().map(|(m, _)| m.clone()));
-            next.store(&self.fs)
+            next.store(&*self.fs)
         })();
         if let Err(e) = result {
-            // File ids are never reused. The files already written are left alone: if the
-            // manifest write failed after its rename they are live; if not, the next open
-            // deletes them as files the manifest does not name.
+            // File ids are never reused. The memtable stays frozen, to be flushed again.
             manifest.next_file_id = next.next_file_id;
-            return Err(e);
+            self.discard(written.iter().map(|(m, _)| m.id), e.maybe_replaced);
+            return Err(e.error);
         }
         *manifest = next;
+        self.delete_orphans(manifest);
         {
             let mut state = self.state.write();
             let mut files = (*state.files).clone();
@@ -862,7 +957,6 @@ impl Inner {
                 files: Arc::new(files),
             });
         }
-        drop(manifest);
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         self.counters
             .flush_micros
@@ -933,16 +1027,26 @@ impl Inner {
         let mut outputs: Vec<(FileMeta, Arc<SstReader>)> = Vec::new();
         let result = self.write_compaction(table, level, &inputs, plan.bottom, &mut outputs);
         let mut manifest = self.manifest.lock();
-        let installed = result.and_then(|()| {
-            let mut next = manifest.clone();
-            next.files.retain(|f| !plan.inputs.contains(&f.id));
-            next.files.extend(outputs.iter().map(|(m, _)| m.clone()));
-            next.store(&self.fs)?;
-            *manifest = next;
-            Ok(())
-        });
-        // On failure the outputs are left alone, as in a failed flush.
-        installed?;
+        let installed = result
+            .map_err(|error| AtomicWriteError {
+                error,
+                maybe_replaced: false,
+            })
+            .and_then(|()| {
+                let mut next = manifest.clone();
+                next.files.retain(|f| !plan.inputs.contains(&f.id));
+                next.files.extend(outputs.iter().map(|(m, _)| m.clone()));
+                next.store(&*self.fs)?;
+                *manifest = next;
+                Ok(())
+            });
+        if let Err(e) = installed {
+            // The inputs stay live; the outputs go, now or once a later manifest is in place.
+            drop(manifest);
+            self.discard(outputs.iter().map(|(m, _)| m.id), e.maybe_replaced);
+            return Err(e.error);
+        }
+        self.delete_orphans(&manifest);
         let written: u64 = outputs.iter().map(|(m, _)| m.bytes).sum();
         {
             let mut state = self.state.write();
@@ -963,11 +1067,10 @@ impl Inner {
             });
         }
         drop(manifest);
-        for &id in &plan.inputs {
-            self.cache.evict_file(id);
-            self.fs.delete(&sst_file_name(id))?;
+        self.discard(plan.inputs.iter().copied(), false);
+        if let Some(&id) = plan.inputs.last() {
+            self.fs.sync_dir(&sst_file_name(id))?;
         }
-        self.fs.sync_dir()?;
         let c = &self.counters;
         c.compactions.fetch_add(1, Ordering::Relaxed);
         self.flushed.1.notify_all();
@@ -1050,13 +1153,45 @@ impl Inner {
             }
             Ok(())
         })();
-        if let Some((_, name, b)) = open.take() {
+        if let Some((id, _, b)) = open.take() {
             drop(b);
-            if let Err(e) = self.fs.delete(&name) {
-                tracing::warn!(error = %e, file = %name, "could not delete a partial SST");
-            }
+            self.discard(std::iter::once(id), false);
         }
         result
+    }
+
+    /// Deletes the SST files `ids`, which no manifest in place names. With `later`, or when a
+    /// deletion fails, they are deleted after the next manifest store instead: a manifest whose
+    /// store failed after its rename may name them.
+    fn discard(&self, ids: impl Iterator<Item = u64>, later: bool) {
+        let mut orphans = self.orphans.lock();
+        for id in ids {
+            self.cache.evict_file(id);
+            if later {
+                orphans.push(id);
+            } else if let Err(e) = self.fs.delete(&sst_file_name(id)) {
+                tracing::warn!(error = %e, file = %sst_file_name(id), "could not delete an SST file");
+                orphans.push(id);
+            }
+        }
+    }
+
+    /// Deletes the files [`Inner::discard`] put off, now that `manifest` (which names none of
+    /// them) is in place.
+    fn delete_orphans(&self, manifest: &Manifest) {
+        let mut orphans = self.orphans.lock();
+        orphans.retain(|&id| {
+            if manifest.files.iter().any(|f| f.id == id) {
+                return false;
+            }
+            match self.fs.delete(&sst_file_name(id)) {
+                Ok(()) => false,
+                Err(e) => {
+                    tracing::warn!(error = %e, file = %sst_file_name(id), "could not delete an SST file");
+                    true
+                }
+            }
+        });
     }
 
     fn finish_sst(
@@ -1080,10 +1215,8 @@ impl Inner {
                 Arc::new(reader),
             ))
         })();
-        if result.is_err()
-            && let Err(e) = self.fs.delete(name)
-        {
-            tracing::warn!(error = %e, file = %name, "could not delete a failed SST");
+        if result.is_err() {
+            self.discard(std::iter::once(id), false);
         }
         result
     }
@@ -1498,7 +1631,7 @@ mod tests {
             assert_eq!(stats.levels[0].files, 0);
             assert_eq!(stats.levels[1].files, 1);
             // Only the segment started by the last flush is left.
-            let wal = crate::wal::recovery::list_segments(dir.path())?;
+            let wal = crate::wal::recovery::list_segments(&LocalFs::new(dir.path())?)?;
             assert_eq!(wal.len(), 1, "{wal:?}");
             let mut b = WriteBatch::new();
             b.put(&t, &9u32.to_be_bytes(), b"c", b"unflushed");

@@ -1,6 +1,7 @@
 //! The engine's error type.
 
 use std::io;
+use std::sync::Arc;
 
 /// Result alias for the engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -15,6 +16,9 @@ pub enum ErrorKind {
     NotFound,
     /// The engine or the machine failed.
     Server,
+    /// The engine refuses writes for now: the disk is full, or the write-ahead log failed and
+    /// only a restart writes again. Reads still work (HTTP 503).
+    Unavailable,
 }
 
 /// An engine error.
@@ -49,6 +53,10 @@ pub enum Error {
     /// The database has been closed, or a background failure made it read-only.
     #[error("database is closed: {0}")]
     Closed(String),
+    /// A write or fsync of the write-ahead log failed earlier (the cause), so the log's state
+    /// on disk is unknown: every write is refused until a restart recovers from the files.
+    #[error("writes are refused until a restart: the write-ahead log failed: {0}")]
+    WalFailed(#[source] Arc<Error>),
 }
 
 impl Error {
@@ -57,6 +65,10 @@ impl Error {
         match self {
             Error::InvalidArgument(_) => ErrorKind::Client,
             Error::NoSuchTable(_) => ErrorKind::NotFound,
+            Error::WalFailed(_) => ErrorKind::Unavailable,
+            Error::Io { source, .. } if source.kind() == io::ErrorKind::StorageFull => {
+                ErrorKind::Unavailable
+            }
             Error::Io { .. } | Error::Corruption { .. } | Error::Closed(_) => ErrorKind::Server,
         }
     }

@@ -5,7 +5,13 @@
 //! S3-compatible object storage (DESIGN §9): a write-once file maps to a (multipart) PUT, a ranged
 //! read to a ranged GET, and [`FileSystem::write_atomic`] to a create-if-absent PUT.
 //!
+//! The WAL's segments are the one exception to write-once: a [`LogFile`] is written at
+//! explicit offsets by the commit leader while another thread may fsync it, and a failed append
+//! is cut off again (`wal.rs`).
+//!
 //! Names are flat: one path component relative to the file system's root, no separators.
+//!
+//! Tests put a fault-injecting layer ([`fault`]) between the engine and the disk.
 
 #![cfg_attr(
     not(test),
@@ -28,6 +34,8 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 
+pub(crate) mod fault;
+
 /// A place that holds the engine's files.
 pub(crate) trait FileSystem: Send + Sync + fmt::Debug {
     /// Creates a new file for appending. Fails if `name` already exists: files are write-once.
@@ -40,20 +48,57 @@ pub(crate) trait FileSystem: Send + Sync + fmt::Debug {
     fn delete(&self, name: &str) -> Result<()>;
     /// Renames `from` to `to`, atomically replacing `to` if it exists.
     fn rename(&self, from: &str, to: &str) -> Result<()>;
-    /// Makes creations, renames and deletions durable.
-    fn sync_dir(&self) -> Result<()>;
+    /// Makes creations, renames and deletions durable: the one of `name` (which only says
+    /// why, for errors and tests) and every other before it.
+    fn sync_dir(&self, name: &str) -> Result<()>;
+    /// Creates `name` empty for [`LogFile`] writes, replacing a file of that name.
+    fn create_log(&self, name: &str) -> Result<Arc<dyn LogFile>>;
+    /// Opens the existing file `name` for [`LogFile`] writes.
+    fn open_log(&self, name: &str) -> Result<Arc<dyn LogFile>>;
 
     /// Atomically replaces (or creates) `name` with `data`: write a temporary file, sync it,
     /// rename it over `name` and sync the directory. After a crash `name` holds either the old
-    /// or the new contents, never a mix.
-    fn write_atomic(&self, name: &str, data: &[u8]) -> Result<()> {
+    /// or the new contents, never a mix. On failure the error says whether `name` may hold the
+    /// new contents (the rename was tried).
+    fn write_atomic(&self, name: &str, data: &[u8]) -> Result<(), AtomicWriteError> {
         let tmp = format!("{name}.tmp");
-        self.delete(&tmp)?;
-        let mut file = self.create(&tmp)?;
-        file.append(data)?;
-        file.finish()?;
-        self.rename(&tmp, name)?;
-        self.sync_dir()
+        let before = |error| AtomicWriteError {
+            error,
+            maybe_replaced: false,
+        };
+        self.delete(&tmp).map_err(before)?;
+        let mut file = self.create(&tmp).map_err(before)?;
+        file.append(data).map_err(before)?;
+        file.finish().map_err(before)?;
+        let after = |error| AtomicWriteError {
+            error,
+            maybe_replaced: true,
+        };
+        if let Err(error) = self.rename(&tmp, name) {
+            // A rename happens whole or not at all: the temporary file still there says not.
+            let maybe_replaced = !self.list().is_ok_and(|names| names.contains(&tmp));
+            return Err(AtomicWriteError {
+                error,
+                maybe_replaced,
+            });
+        }
+        self.sync_dir(name).map_err(after)
+    }
+}
+
+/// A failed [`FileSystem::write_atomic`].
+#[derive(Debug)]
+pub(crate) struct AtomicWriteError {
+    /// What failed.
+    pub(crate) error: Error,
+    /// The file may hold the new contents, now or after a crash: the rename was tried (and a
+    /// failed directory fsync leaves it undecided). When false it holds the old contents.
+    pub(crate) maybe_replaced: bool,
+}
+
+impl From<AtomicWriteError> for Error {
+    fn from(e: AtomicWriteError) -> Error {
+        e.error
     }
 }
 
@@ -67,6 +112,17 @@ pub(crate) trait WritableFile: Send + fmt::Debug {
     fn len(&self) -> u64;
     /// Syncs and closes the file. After this the file is immutable.
     fn finish(self: Box<Self>) -> Result<()>;
+}
+
+/// A WAL segment being appended to: written at explicit offsets by one writer at a time, while
+/// any thread may sync it.
+pub(crate) trait LogFile: Send + Sync + fmt::Debug {
+    /// Writes all of `data` at `offset`. On failure a prefix of it may have been written.
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()>;
+    /// Makes everything written so far durable (fdatasync).
+    fn sync(&self) -> Result<()>;
+    /// Cuts the file to `len` bytes.
+    fn truncate(&self, len: u64) -> Result<()>;
 }
 
 /// A file opened for ranged reads.
@@ -169,11 +225,57 @@ impl FileSystem for LocalFs {
         })
     }
 
-    fn sync_dir(&self) -> Result<()> {
-        let ctx = || format!("syncing directory {}", self.root.display());
+    fn sync_dir(&self, name: &str) -> Result<()> {
+        let ctx = || format!("syncing directory {} for {name}", self.root.display());
         File::open(&self.root)
             .and_then(|d| d.sync_all())
             .map_err(|e| Error::io(ctx(), e))
+    }
+
+    fn create_log(&self, name: &str) -> Result<Arc<dyn LogFile>> {
+        let path = self.path(name)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+        Ok(Arc::new(LocalLog { path, file }))
+    }
+
+    fn open_log(&self, name: &str) -> Result<Arc<dyn LogFile>> {
+        let path = self.path(name)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        Ok(Arc::new(LocalLog { path, file }))
+    }
+}
+
+#[derive(Debug)]
+struct LocalLog {
+    path: PathBuf,
+    file: File,
+}
+
+impl LogFile for LocalLog {
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.file
+            .write_all_at(data, offset)
+            .map_err(|e| Error::io(format!("appending to {}", self.path.display()), e))
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io(format!("fsyncing {}", self.path.display()), e))
+    }
+
+    fn truncate(&self, len: u64) -> Result<()> {
+        self.file
+            .set_len(len)
+            .map_err(|e| Error::io(format!("truncating {}", self.path.display()), e))
     }
 }
 
@@ -320,7 +422,61 @@ impl FileSystem for MemFs {
         Ok(())
     }
 
-    fn sync_dir(&self) -> Result<()> {
+    fn sync_dir(&self, _name: &str) -> Result<()> {
+        Ok(())
+    }
+
+    fn create_log(&self, name: &str) -> Result<Arc<dyn LogFile>> {
+        self.files.lock().insert(name.to_owned(), Vec::new());
+        Ok(Arc::new(MemLog {
+            fs: self.clone(),
+            name: name.to_owned(),
+        }))
+    }
+
+    fn open_log(&self, name: &str) -> Result<Arc<dyn LogFile>> {
+        if !self.files.lock().contains_key(name) {
+            return Err(MemFs::not_found(name));
+        }
+        Ok(Arc::new(MemLog {
+            fs: self.clone(),
+            name: name.to_owned(),
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct MemLog {
+    fs: MemFs,
+    name: String,
+}
+
+impl LogFile for MemLog {
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        let mut files = self.fs.files.lock();
+        let file = files
+            .get_mut(&self.name)
+            .ok_or_else(|| MemFs::not_found(&self.name))?;
+        let start = usize::try_from(offset)
+            .map_err(|_| Error::InvalidArgument(format!("offset {offset} out of range")))?;
+        let end = start + data.len();
+        if file.len() < end {
+            file.resize(end, 0);
+        }
+        file[start..end].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn truncate(&self, len: u64) -> Result<()> {
+        let mut files = self.fs.files.lock();
+        let file = files
+            .get_mut(&self.name)
+            .ok_or_else(|| MemFs::not_found(&self.name))?;
+        file.truncate(usize::try_from(len).unwrap_or(usize::MAX));
         Ok(())
     }
 }
@@ -458,6 +614,6 @@ mod tests {
         assert_eq!(fs.get("b").as_deref(), Some(&b"x"[..]));
         fs.delete("b")?;
         assert!(fs.open("b").is_err());
-        fs.sync_dir()
+        fs.sync_dir("M")
     }
 }

@@ -5,6 +5,11 @@
 //! cell. Writes go through atomic [`WriteBatch`]es that may span tables; reads see a consistent
 //! [`Snapshot`].
 //!
+//! Failures are typed and never silent: a failed WAL fsync or write makes every later write
+//! fail with [`Error::WalFailed`] until a restart, while reads go on; a full disk refuses the
+//! writes it cannot log and holds flushes and compactions back until it has space (see the
+//! `## Failures` sections of the `db` and `wal` modules). [`EngineStats`] shows both.
+//!
 //! The engine knows nothing about time series.
 
 mod batch;
@@ -33,6 +38,9 @@ pub use batch::WriteBatch;
 pub use db::{Db, Snapshot, Table};
 pub use error::{Error, ErrorKind, Result};
 pub use fold::{FlushFold, FlushFolder, FoldEntry, FoldKind, FoldOut};
+pub use fs::fault::Faults;
+#[cfg(any(test, feature = "testing"))]
+pub use fs::fault::{Fault, FaultError, FaultFile, FaultOp};
 pub use options::{
     Clock, Compression, DbOptions, FilterMode, SyncPolicy, SystemClock, TableOptions,
 };

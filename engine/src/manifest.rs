@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 
 use crate::batch::{Cursor, put_varint};
 use crate::error::{Error, Result};
-use crate::fs::FileSystem;
+use crate::fs::{AtomicWriteError, FileSystem};
 
 /// The manifest's file name.
 pub(crate) const MANIFEST_NAME: &str = "MANIFEST";
@@ -185,8 +185,9 @@ impl Manifest {
         Manifest::decode(&bytes, MANIFEST_NAME).map(Some)
     }
 
-    /// Atomically replaces the manifest in `fs` with this one.
-    pub(crate) fn store(&self, fs: &dyn FileSystem) -> Result<()> {
+    /// Atomically replaces the manifest in `fs` with this one. On failure the error says
+    /// whether the file may hold this manifest after all.
+    pub(crate) fn store(&self, fs: &dyn FileSystem) -> Result<(), AtomicWriteError> {
         fs.write_atomic(MANIFEST_NAME, &self.encode())
     }
 }

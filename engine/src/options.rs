@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::Error;
 use crate::fold::FlushFolder;
+use crate::fs::fault::Faults;
 
 /// When the write-ahead log is fsynced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +98,9 @@ pub struct DbOptions {
     pub wal_segment_bytes: u64,
     /// Wall clock used for TTL decisions.
     pub clock: Arc<dyn Clock>,
+    /// Faults to inject into file operations, for tests (the `testing` feature). The default
+    /// injects nothing.
+    pub faults: Faults,
 }
 
 impl Default for DbOptions {
@@ -117,6 +121,7 @@ impl Default for DbOptions {
             block_cache_bytes: 256 << 20,
             wal_segment_bytes: 64 << 20,
             clock: Arc::new(SystemClock),
+            faults: Faults::default(),
         }
     }
 }

@@ -18,6 +18,16 @@ pub struct EngineStats {
     pub frozen_memtables: u64,
     /// Per-level file counts and sizes, L0 first.
     pub levels: Vec<LevelStats>,
+    /// The write-ahead log failed (a write or fsync of it): every write is refused until a
+    /// restart recovers from the files. Reads go on.
+    pub write_failed: bool,
+    /// Write batches refused because their WAL append failed with a full disk, without
+    /// failing the WAL.
+    pub wal_batches_refused: u64,
+    /// Memtable flush attempts that failed (each is retried).
+    pub flush_errors: u64,
+    /// Compaction attempts that failed (each is retried).
+    pub compaction_errors: u64,
     /// Number of times a writer stalled.
     pub write_stalls: u64,
     /// Total time writers spent stalled.

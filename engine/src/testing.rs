@@ -7,6 +7,7 @@ use std::path::Path;
 use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
 use crate::error::{Error, Result};
+use crate::fs::{FileSystem, LocalFs};
 use crate::memtable::Memtable;
 use crate::wal::{DecodedEntry, decode_entry, recovery};
 
@@ -35,9 +36,9 @@ pub struct WalReplay {
 /// batch applied to a memtable. Returns what was replayed, or the first error, which a fuzz
 /// target should require to be `Error::Corruption`. Nothing is truncated on disk.
 pub fn fuzz_replay_wal(dir: &Path, segment: &[u8]) -> Result<WalReplay> {
-    for (_, path) in recovery::list_segments(dir)? {
-        std::fs::remove_file(&path)
-            .map_err(|e| Error::io(format!("removing {}", path.display()), e))?;
+    let fs = LocalFs::new(dir)?;
+    for (_, name) in recovery::list_segments(&fs)? {
+        fs.delete(&name)?;
     }
     let path = dir.join(SEGMENT_NAME);
     std::fs::write(&path, segment)
@@ -46,7 +47,7 @@ pub fn fuzz_replay_wal(dir: &Path, segment: &[u8]) -> Result<WalReplay> {
     let mut payloads = Vec::new();
     let mut ops = 0;
     let mut seq = 0;
-    let mut apply = |payload: &[u8], file: &Path, offset: u64| -> Result<()> {
+    let mut apply = |payload: &[u8], file: &str, offset: u64| -> Result<()> {
         match decode_entry(payload) {
             Ok(DecodedEntry::Table { .. }) => {}
             Ok(DecodedEntry::Batch(batch)) => {
@@ -55,17 +56,13 @@ pub fn fuzz_replay_wal(dir: &Path, segment: &[u8]) -> Result<WalReplay> {
                 mem.apply_all(&batch, seq, 0);
             }
             Err(detail) => {
-                return Err(Error::corruption(
-                    file.display().to_string(),
-                    offset,
-                    detail,
-                ));
+                return Err(Error::corruption(file.to_owned(), offset, detail));
             }
         }
         payloads.push(payload.to_vec());
         Ok(())
     };
-    let tail = recovery::recover(dir, &mut apply)?;
+    let tail = recovery::recover(&fs, &mut apply)?;
     let (good_len, truncate) = tail.map_or((0, false), |t| (t.good_len, t.truncate));
     Ok(WalReplay {
         payloads,

@@ -61,22 +61,42 @@
 //!    durable, the covered segments are deleted in ascending order (so the remaining numbers
 //!    stay contiguous after a crash). The current segment is never deleted. When no segment is
 //!    left, numbering resumes after the manifest's last covered segment.
+//!
+//! ## Failures
+//!
+//! The WAL's promise is that an acknowledged write is on disk as its sync policy says, and
+//! Linux may drop the dirty pages of a failed fsync and report the next fsync clean. So:
+//!
+//! 1. A failed fsync (of a group, a roll, [`Wal::sync`] or the background syncer) **fails the
+//!    WAL**: every commit not yet acknowledged and every later one is refused with
+//!    `Error::WalFailed` carrying the cause, and so is every later sync. Reads go on. Only a
+//!    restart, which recovers from what is on disk, writes again.
+//! 2. A group whose append fails with ENOSPC is **refused** without failing the WAL when the
+//!    segment can be cut back to its length before the append (so no byte of the group can be
+//!    replayed) and every record of the group still has its committer waiting: each of them
+//!    gets the error, and the next group appends at the same place. Once the disk has space,
+//!    commits succeed again. The same holds when creating the next segment fails with ENOSPC
+//!    and the half-made file could be deleted.
+//! 3. Any other failed write, truncate or segment creation fails the WAL, as does an ENOSPC
+//!    append in a group holding a record whose committer was already told it was queued
+//!    (`Db::write_queued`): that committer can no longer be told.
 
 mod entry;
 pub(crate) mod recovery;
 pub(crate) mod segment;
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(test)]
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
+use crate::fs::{FileSystem, LogFile};
 
 pub(crate) use entry::{DecodedEntry, Entry, decode_entry};
 use segment::{HEADER_BYTES, MAX_PAYLOAD_BYTES, encode_header, frame_record, segment_file_name};
@@ -94,15 +114,24 @@ pub(crate) struct WalStats {
     pub(crate) syncs: AtomicU64,
     /// Batch records written.
     pub(crate) batches: AtomicU64,
+    /// Records of groups refused without failing the WAL (rule 2 of `## Failures`).
+    pub(crate) refused: AtomicU64,
 }
 
 /// The open write-ahead log.
 pub(crate) struct Wal {
-    dir: PathBuf,
+    fs: Arc<dyn FileSystem>,
     segment_bytes: u64,
     queue: Mutex<Queue>,
     queue_cv: Condvar,
     out: Mutex<Segment>,
+    /// Set once `Queue::failed` is: read without the queue's lock.
+    failed: AtomicBool,
+    /// Held across every fsync and the failure it may record, so that no fsync can succeed
+    /// (and report bytes durable) between another one's failure and that failure being
+    /// recorded: the second fsync of a file whose first failed succeeds without the lost
+    /// bytes. Taken after `out`, before `queue`.
+    sync_lock: Mutex<()>,
     stats: WalStats,
 }
 
@@ -111,8 +140,7 @@ pub(crate) struct Wal {
 #[derive(Debug)]
 struct Segment {
     number: u64,
-    path: PathBuf,
-    file: Arc<File>,
+    file: Arc<dyn LogFile>,
     len: u64,
     /// Bytes were written since the last fsync.
     dirty: bool,
@@ -129,18 +157,35 @@ struct Queue {
     batches: u64,
     /// Some waiter needs an fsync.
     sync: bool,
+    /// A record in `buf` was acknowledged as queued: its committer does not wait for it.
+    detached: bool,
     /// Ticket of the next record to be queued.
     next_ticket: u64,
     /// Every ticket below this has been committed (or failed).
     done: u64,
     /// A leader is writing a group.
     leader: bool,
-    /// After a failed write, tickets from this one on fail, and so does every later commit.
-    failed: Option<(u64, String)>,
+    /// Groups refused without failing the WAL, each kept until all its committers took the
+    /// error (they all wait: a group with a detached record fails the WAL instead).
+    refused: Vec<Refused>,
+    /// After the WAL failed, tickets from this one on fail, and so does every later commit.
+    failed: Option<(u64, Arc<Error>)>,
     /// The buffers of the group before, emptied, for the next group to queue into: fresh ones
     /// would fault their pages in again as they grow.
     spare: (Vec<u8>, Vec<Range<usize>>),
 }
+
+/// A group refused without failing the WAL.
+#[derive(Debug)]
+struct Refused {
+    tickets: Range<u64>,
+    /// Committers yet to take the error.
+    left: u64,
+    error: Error,
+}
+
+/// Why a group or a roll failed, and whether it left the log as it was before.
+type GroupError = (Error, bool);
 
 impl Wal {
     /// Opens the WAL in `dir`, replaying every good record into `apply` in order (see the
@@ -151,48 +196,44 @@ impl Wal {
         segment_bytes: u64,
         apply: &mut recovery::ReplayFn<'_>,
     ) -> Result<Wal> {
-        Wal::open_from(dir, segment_bytes, 1, apply)
+        let fs = Arc::new(crate::fs::LocalFs::new(dir)?);
+        Wal::open_from(fs, segment_bytes, 1, apply)
     }
 
-    /// Like `open`, but an empty log starts at segment `first` rather than 1.
+    /// Like `open`, on the files of `fs`, and an empty log starts at segment `first` rather
+    /// than 1.
     pub(crate) fn open_from(
-        dir: &Path,
+        fs: Arc<dyn FileSystem>,
         segment_bytes: u64,
         first: u64,
         apply: &mut recovery::ReplayFn<'_>,
     ) -> Result<Wal> {
-        let tail = recovery::recover(dir, apply)?;
+        let tail = recovery::recover(&*fs, apply)?;
         let out = match tail {
-            None => create_segment(dir, first.max(1))?,
-            Some(t) if t.good_len == 0 => create_segment(dir, t.number)?,
+            None => create_segment(&*fs, first.max(1)).map_err(|(e, _)| e)?,
+            Some(t) if t.good_len == 0 => create_segment(&*fs, t.number).map_err(|(e, _)| e)?,
             Some(t) => {
-                let file = OpenOptions::new()
-                    .write(true)
-                    .open(&t.path)
-                    .map_err(|e| Error::io(format!("opening {}", t.path.display()), e))?;
+                let file = fs.open_log(&t.name)?;
                 if t.truncate {
-                    file.set_len(t.good_len)
-                        .and_then(|()| file.sync_all())
-                        .map_err(|e| Error::io(format!("truncating {}", t.path.display()), e))?;
+                    file.truncate(t.good_len)?;
+                    file.sync()?;
                 }
-                let mut file = file;
-                std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(t.good_len))
-                    .map_err(|e| Error::io(format!("seeking {}", t.path.display()), e))?;
                 Segment {
                     number: t.number,
-                    path: t.path,
-                    file: Arc::new(file),
+                    file,
                     len: t.good_len,
                     dirty: false,
                 }
             }
         };
         Ok(Wal {
-            dir: dir.to_path_buf(),
+            fs,
             segment_bytes,
             queue: Mutex::new(Queue::default()),
             queue_cv: Condvar::new(),
             out: Mutex::new(out),
+            failed: AtomicBool::new(false),
+            sync_lock: Mutex::new(()),
             stats: WalStats::default(),
         })
     }
@@ -207,6 +248,49 @@ impl Wal {
         self.queue.lock().buf.len() as u64
     }
 
+    /// Whether the WAL failed (see `## Failures`): it refuses every write until a restart.
+    pub(crate) fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// The error a write gets from a failed WAL.
+    fn failure(&self) -> Option<Error> {
+        if !self.has_failed() {
+            return None;
+        }
+        let q = self.queue.lock();
+        q.failed
+            .as_ref()
+            .map(|(_, cause)| Error::WalFailed(cause.clone()))
+    }
+
+    /// Fails the WAL with `cause` (unless it failed already), from the first ticket not yet
+    /// done, and returns the error writes now get.
+    fn fail(&self, cause: Error) -> Error {
+        let mut q = self.queue.lock();
+        let from = q.done;
+        let e = self.fail_locked(&mut q, from, cause);
+        self.queue_cv.notify_all();
+        e
+    }
+
+    fn fail_locked(&self, q: &mut Queue, from: u64, cause: Error) -> Error {
+        let cause = match &q.failed {
+            Some((_, first)) => first.clone(),
+            None => {
+                tracing::error!(
+                    error = %cause,
+                    "the WAL failed: writes are refused until a restart recovers from the files"
+                );
+                let cause = Arc::new(cause);
+                q.failed = Some((from, cause.clone()));
+                self.failed.store(true, Ordering::Relaxed);
+                cause
+            }
+        };
+        Error::WalFailed(cause)
+    }
+
     /// Appends `entry`. Returns once it is written (and fsynced when `sync`), or with
     /// `queue` (and not `sync`) once it waits in the queue while its queue is not too long:
     /// it is written and applied later, in order, by the current commit leader or, when this
@@ -215,8 +299,8 @@ impl Wal {
     /// Concurrent callers are grouped: the first waiter becomes the leader, writes every queued
     /// record with one write and at most one fsync, then calls its `apply` with every payload
     /// of the group in log order, while still leader, so that the in-memory state is updated
-    /// in exactly the log's order. Followers return once their group is done. After a failed
-    /// write the WAL's state on disk is unknown, so every later commit fails.
+    /// in exactly the log's order. Followers return once their group is done. A failed group
+    /// is refused or fails the WAL (see `## Failures`).
     pub(crate) fn commit(
         &self,
         entry: Entry<'_>,
@@ -231,8 +315,8 @@ impl Wal {
             )));
         }
         let mut q = self.queue.lock();
-        if let Some((_, msg)) = &q.failed {
-            return Err(Error::Closed(msg.clone()));
+        if let Some((_, cause)) = &q.failed {
+            return Err(Error::WalFailed(cause.clone()));
         }
         let ticket = q.next_ticket;
         q.next_ticket += 1;
@@ -241,18 +325,19 @@ impl Wal {
         q.batches += u64::from(entry.is_batch());
         q.sync |= sync;
         if queue && !sync && q.buf.len() <= QUEUE_LIMIT_BYTES {
+            q.detached = true;
             return Ok(!q.leader);
         }
-        self.wait_or_lead(q, ticket, apply)
+        self.wait_or_lead(q, ticket, true, apply)
     }
 
     /// Waits until every record queued so far is written and applied, leading their groups
-    /// if no one else does. Fails if one of them failed. Returns true if records queued
-    /// meanwhile wait with no leader (see [`Wal::commit`]).
+    /// if no one else does. Fails if one of those it waited for failed. Returns true if
+    /// records queued meanwhile wait with no leader (see [`Wal::commit`]).
     pub(crate) fn settle(&self, apply: &mut dyn FnMut(&[&[u8]])) -> Result<bool> {
         let q = self.queue.lock();
         match q.next_ticket.checked_sub(1) {
-            Some(last) if q.done <= last => self.wait_or_lead(q, last, apply),
+            Some(last) if q.done <= last => self.wait_or_lead(q, last, false, apply),
             _ => Ok(false),
         }
     }
@@ -267,11 +352,13 @@ impl Wal {
     }
 
     /// Waits until `ticket` is done, leading its group if no one else leads. Returns its
-    /// outcome, and whether records queued after it now wait with no leader.
+    /// outcome (`own`: the caller committed `ticket` and takes its group's refusal), and
+    /// whether records queued after it now wait with no leader.
     fn wait_or_lead<'a>(
         &'a self,
         mut q: MutexGuard<'a, Queue>,
         ticket: u64,
+        own: bool,
         apply: &mut dyn FnMut(&[&[u8]]),
     ) -> Result<bool> {
         while q.leader && q.done <= ticket {
@@ -282,8 +369,17 @@ impl Wal {
             // record, so ours too).
             q = self.run_group(q, apply);
         }
+        if own && let Some(i) = q.refused.iter().position(|r| r.tickets.contains(&ticket)) {
+            let r = &mut q.refused[i];
+            let e = copy_error(&r.error);
+            r.left -= 1;
+            if r.left == 0 {
+                q.refused.swap_remove(i);
+            }
+            return Err(e);
+        }
         match &q.failed {
-            Some((from, msg)) if *from <= ticket => Err(Error::Closed(msg.clone())),
+            Some((from, cause)) if *from <= ticket => Err(Error::WalFailed(cause.clone())),
             _ => Ok(!q.leader && q.done < q.next_ticket),
         }
     }
@@ -302,6 +398,7 @@ impl Wal {
             q.payloads.clear();
             q.batches = 0;
             q.sync = false;
+            q.detached = false;
             self.queue_cv.notify_all();
             return q;
         }
@@ -313,6 +410,7 @@ impl Wal {
         let payloads = std::mem::replace(&mut q.payloads, spare_payloads);
         let batches = std::mem::take(&mut q.batches);
         let group_sync = std::mem::take(&mut q.sync);
+        let detached = std::mem::take(&mut q.detached);
         drop(q);
 
         let result = self.write_group(&buf, group_sync, batches);
@@ -324,27 +422,50 @@ impl Wal {
         let mut q = self.queue.lock();
         q.leader = false;
         q.done = upto;
-        if let Err(e) = &result {
-            tracing::error!(error = %e, "WAL write failed; refusing further writes");
-            q.failed = Some((first, format!("WAL write failed: {e}")));
-        } else if q.spare.0.capacity() < buf.capacity() {
-            let (mut buf, mut payloads) = (buf, payloads);
-            buf.clear();
-            payloads.clear();
-            q.spare = (buf, payloads);
+        match result {
+            Ok(()) => {
+                if q.spare.0.capacity() < buf.capacity() {
+                    let (mut buf, mut payloads) = (buf, payloads);
+                    buf.clear();
+                    payloads.clear();
+                    q.spare = (buf, payloads);
+                }
+            }
+            Err((e, true)) if !detached => {
+                tracing::warn!(error = %e, batches, "WAL append failed; its batches are refused");
+                self.stats
+                    .refused
+                    .fetch_add(upto - first, Ordering::Relaxed);
+                q.refused.push(Refused {
+                    tickets: first..upto,
+                    left: upto - first,
+                    error: e,
+                });
+            }
+            Err((e, _)) => {
+                self.fail_locked(&mut q, first, e);
+            }
         }
         self.queue_cv.notify_all();
         q
     }
 
-    fn write_group(&self, buf: &[u8], sync: bool, batches: u64) -> Result<()> {
+    fn write_group(&self, buf: &[u8], sync: bool, batches: u64) -> Result<(), GroupError> {
         let mut out = self.out.lock();
         if out.len > HEADER_BYTES as u64 && out.len + buf.len() as u64 > self.segment_bytes {
             self.roll(&mut out)?;
         }
-        (&*out.file)
-            .write_all(buf)
-            .map_err(|e| Error::io(format!("appending to {}", out.path.display()), e))?;
+        let at = out.len;
+        if let Err(e) = out.file.write_at(at, buf) {
+            // Cut off whatever part of the group reached the file, so that none of it can be
+            // replayed and the next group appends at the same place.
+            let cut = out.file.truncate(at);
+            if let Err(t) = &cut {
+                tracing::warn!(error = %t, "could not cut a failed WAL append off");
+            }
+            let clean = no_space(&e) && cut.is_ok();
+            return Err((e, clean));
+        }
         out.len += buf.len() as u64;
         out.dirty = true;
         self.stats
@@ -352,17 +473,17 @@ impl Wal {
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
         self.stats.batches.fetch_add(batches, Ordering::Relaxed);
         if sync {
-            self.sync_locked(&mut out)?;
+            self.sync_locked(&mut out).map_err(|e| (e, false))?;
         }
         Ok(())
     }
 
     /// Starts segment `number + 1` (rule 2).
-    fn roll(&self, out: &mut Segment) -> Result<()> {
+    fn roll(&self, out: &mut Segment) -> Result<(), GroupError> {
         // Always fsync, even if not dirty: the background syncer may have cleared the flag
         // while its fsync is still running.
-        self.sync_locked(out)?;
-        let next = create_segment(&self.dir, out.number + 1)?;
+        self.sync_locked(out).map_err(|e| (e, false))?;
+        let next = create_segment(&*self.fs, out.number + 1)?;
         self.stats
             .bytes
             .fetch_add(HEADER_BYTES as u64, Ordering::Relaxed);
@@ -372,10 +493,21 @@ impl Wal {
     }
 
     fn sync_locked(&self, out: &mut Segment) -> Result<()> {
-        out.file
-            .sync_data()
-            .map_err(|e| Error::io(format!("fsyncing {}", out.path.display()), e))?;
+        self.fsync(&*out.file)?;
         out.dirty = false;
+        Ok(())
+    }
+
+    /// Fsyncs `file`, unless the WAL has failed; a failure is recorded before any other
+    /// fsync can run (see `sync_lock`).
+    fn fsync(&self, file: &dyn LogFile) -> Result<()> {
+        let _one_at_a_time = self.sync_lock.lock();
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
+        if let Err(e) = file.sync() {
+            return Err(self.fail(e));
+        }
         self.stats.syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -399,42 +531,53 @@ impl Wal {
     /// Starts a new segment now and returns its number. Call it only while holding the commit
     /// leadership (from a commit's `apply` or inside [`Wal::quiesce`]).
     pub(crate) fn roll_now(&self) -> Result<u64> {
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
         let mut out = self.out.lock();
-        self.roll(&mut out)?;
-        Ok(out.number)
+        match self.roll(&mut out) {
+            Ok(()) => Ok(out.number),
+            Err((e, true)) => Err(e),
+            Err((e, false)) => {
+                drop(out);
+                Err(self.fail(e))
+            }
+        }
     }
 
     /// Deletes every segment numbered `through` or lower, except the current one, in
     /// ascending order, then fsyncs the directory.
     pub(crate) fn delete_segments_through(&self, through: u64) -> Result<()> {
         let current = self.out.lock().number;
-        delete_segments_through(&self.dir, through.min(current.saturating_sub(1)))
+        delete_segments_through(&*self.fs, through.min(current.saturating_sub(1)))
     }
 
-    /// Fsyncs everything written so far.
+    /// Fsyncs everything written so far. Fails, and fails the WAL, if the fsync fails.
     pub(crate) fn sync(&self) -> Result<()> {
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
         let mut out = self.out.lock();
         self.sync_locked(&mut out)
     }
 
     /// Fsyncs if anything was written since the last fsync, without blocking writers during
-    /// the fsync.
+    /// the fsync. A failed fsync fails the WAL: the bytes it covered may be gone, and the
+    /// next fsync would not say so.
     fn sync_if_dirty(&self) -> Result<()> {
-        let (file, path) = {
+        if self.has_failed() {
+            return Ok(());
+        }
+        let file = {
             let mut out = self.out.lock();
             if !out.dirty {
                 return Ok(());
             }
             // A write after this point sets `dirty` again, so it is never skipped.
             out.dirty = false;
-            (Arc::clone(&out.file), out.path.clone())
+            Arc::clone(&out.file)
         };
-        if let Err(e) = file.sync_data() {
-            self.out.lock().dirty = true;
-            return Err(Error::io(format!("fsyncing {}", path.display()), e));
-        }
-        self.stats.syncs.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        self.fsync(&*file)
     }
 
     /// Starts a thread that fsyncs every `interval` while `wal` is alive.
@@ -460,58 +603,83 @@ impl std::fmt::Debug for Wal {
     // Not derived: the queue holds record bytes that would flood a debug print.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Wal")
-            .field("dir", &self.dir)
+            .field("fs", &self.fs)
             .field("segment_bytes", &self.segment_bytes)
             .field("segment", &self.out.try_lock().map(|o| o.number))
+            .field("failed", &self.has_failed())
             .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
 }
 
-/// Creates (or recreates) segment `number` holding just its header, durably.
-fn create_segment(dir: &Path, number: u64) -> Result<Segment> {
-    let path = dir.join(segment_file_name(number));
-    let io = |e| Error::io(format!("creating {}", path.display()), e);
-    let mut file = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(&path)
-        .map_err(io)?;
-    file.write_all(&encode_header(number)).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    sync_dir(dir)?;
-    Ok(Segment {
-        number,
-        path,
-        file: Arc::new(file),
-        len: HEADER_BYTES as u64,
-        dirty: false,
-    })
+/// Whether `e` says the disk is full.
+fn no_space(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == io::ErrorKind::StorageFull)
 }
 
-/// Deletes the segments of `dir` numbered `through` or lower, in ascending order.
-pub(crate) fn delete_segments_through(dir: &Path, through: u64) -> Result<()> {
-    let mut any = false;
-    for (n, path) in recovery::list_segments(dir)? {
+/// A copy of a refused group's error for each of its committers: the same context and OS
+/// error.
+fn copy_error(e: &Error) -> Error {
+    match e {
+        Error::Io { context, source } => Error::Io {
+            context: context.clone(),
+            source: match source.raw_os_error() {
+                Some(code) => io::Error::from_raw_os_error(code),
+                None => io::Error::new(source.kind(), source.to_string()),
+            },
+        },
+        other => Error::Io {
+            context: "appending to the WAL".into(),
+            source: io::Error::other(other.to_string()),
+        },
+    }
+}
+
+/// Creates (or recreates) segment `number` holding just its header, durably. On failure the
+/// half-made file is deleted: left there, it would make a torn tail of the segment before it
+/// look like corruption (rule 4). The flag says whether the failure was ENOSPC and the file
+/// is gone for sure.
+fn create_segment(fs: &dyn FileSystem, number: u64) -> Result<Segment, GroupError> {
+    let name = segment_file_name(number);
+    let made = (|| {
+        let file = fs.create_log(&name)?;
+        file.write_at(0, &encode_header(number))?;
+        file.sync()?;
+        fs.sync_dir(&name)?;
+        Ok::<_, Error>(file)
+    })();
+    match made {
+        Ok(file) => Ok(Segment {
+            number,
+            file,
+            len: HEADER_BYTES as u64,
+            dirty: false,
+        }),
+        Err(e) => {
+            let gone = fs.delete(&name).and_then(|()| fs.sync_dir(&name));
+            if let Err(d) = &gone {
+                tracing::warn!(error = %d, file = %name, "could not delete a half-made WAL segment");
+            }
+            let clean = no_space(&e) && gone.is_ok();
+            Err((e, clean))
+        }
+    }
+}
+
+/// Deletes the segments of `fs` numbered `through` or lower, in ascending order.
+pub(crate) fn delete_segments_through(fs: &dyn FileSystem, through: u64) -> Result<()> {
+    let mut last = None;
+    for (n, name) in recovery::list_segments(fs)? {
         if n > through {
             break;
         }
-        std::fs::remove_file(&path)
-            .map_err(|e| Error::io(format!("deleting {}", path.display()), e))?;
-        any = true;
+        fs.delete(&name)?;
+        last = Some(name);
     }
-    if any {
-        sync_dir(dir)?;
+    if let Some(name) = last {
+        fs.sync_dir(&name)?;
     }
     Ok(())
-}
-
-/// Fsyncs a directory so that a file created in it survives a crash.
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(format!("fsyncing directory {}", dir.display()), e))
 }
 
 #[cfg(test)]

@@ -125,6 +125,22 @@ impl Error {
         }
     }
 
+    /// The error body's `details`: a bad request's own; for a name that does not resolve its
+    /// message again, as OpenTSDB's; for a limit, the settings that set it.
+    pub fn details(&self) -> Option<String> {
+        match self {
+            Error::BadRequest { details, .. } => details.clone(),
+            Error::NoSuchName(message) => Some(message.clone()),
+            Error::LimitExceeded(_) => Some(
+                "The limits are the server settings query_max_series (series per sub-query) \
+                 and query_max_data_points (data points per query, OpenTSDB's \
+                 tsd.query.limits.data_points.default)"
+                    .to_owned(),
+            ),
+            _ => None,
+        }
+    }
+
     /// A 400 error with a message and no details.
     pub(crate) fn bad_request(message: impl Into<String>) -> Error {
         Error::BadRequest {
@@ -136,3 +152,22 @@ impl Error {
 
 /// The crate's result type.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn details_repeat_unresolved_names_and_name_the_limits() {
+        let e = Error::NoSuchName("No such name for 'metrics': 'x'".to_owned());
+        assert_eq!(
+            e.details().as_deref(),
+            Some("No such name for 'metrics': 'x'")
+        );
+        let e = Error::LimitExceeded("too many".to_owned());
+        let details = e.details().unwrap_or_default();
+        assert!(details.contains("query_max_data_points"), "{details}");
+        assert!(details.contains("query_max_series"), "{details}");
+        assert_eq!(Error::MissingStart.details(), None);
+    }
+}

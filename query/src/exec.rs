@@ -79,7 +79,9 @@ pub(crate) fn tsdb_error(e: strata_tsdb::Error) -> Error {
     match e.kind() {
         strata_tsdb::ErrorKind::Client => Error::bad_request(e.to_string()),
         strata_tsdb::ErrorKind::NotFound => Error::NoSuchName(e.to_string()),
-        strata_tsdb::ErrorKind::Server => Error::Storage(e.to_string()),
+        strata_tsdb::ErrorKind::Server | strata_tsdb::ErrorKind::Unavailable => {
+            Error::Storage(e.to_string())
+        }
     }
 }
 

@@ -266,10 +266,7 @@ pub fn error_body(e: &Error) -> Vec<u8> {
     let mut error = serde_json::Map::new();
     error.insert("code".to_owned(), json!(e.status()));
     error.insert("message".to_owned(), json!(e.to_string()));
-    if let Error::BadRequest {
-        details: Some(d), ..
-    } = e
-    {
+    if let Some(d) = e.details() {
         error.insert("details".to_owned(), json!(d));
     }
     // `code`, `details`, `message` sort alphabetically in serde_json's map; order is not significant.

@@ -59,13 +59,23 @@ fn json_error(details: impl Into<String>) -> Error {
     }
 }
 
-/// A JSON boolean, leniently: `true`, `"true"` (any case) and non-zero numbers are true.
-fn as_bool(v: Option<&Value>) -> bool {
+/// A JSON boolean as Jackson reads one: `true`, `"true"` (any case) and non-zero numbers are
+/// true; `false`, `"false"`, `""`, `"null"`, `0`, `null` and absence are false. Any other
+/// string, an object or an array is a 400, as with Jackson, not a silent false.
+fn as_bool(v: Option<&Value>, field: &str) -> Result<bool> {
     match v {
-        Some(Value::Bool(b)) => *b,
-        Some(Value::String(s)) => s.trim().eq_ignore_ascii_case("true"),
-        Some(Value::Number(n)) => n.as_f64().is_some_and(|f| f != 0.0),
-        _ => false,
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(Value::Number(n)) => Ok(n.as_f64().is_some_and(|f| f != 0.0)),
+        Some(Value::String(s)) => match s.trim() {
+            t if t.eq_ignore_ascii_case("true") => Ok(true),
+            t if t.eq_ignore_ascii_case("false") || t.is_empty() || t == "null" => Ok(false),
+            _ => Err(json_error(format!(
+                "'{field}' must be a boolean: only \"true\" or \"false\" are recognized, not \
+                 {s:?}"
+            ))),
+        },
+        Some(_) => Err(json_error(format!("'{field}' must be a boolean"))),
     }
 }
 
@@ -114,8 +124,13 @@ fn as_long(v: Option<&Value>, field: &str) -> Result<Option<i64>> {
     }
 }
 
-fn flag(obj: &Map<String, Value>, names: &[&str]) -> bool {
-    names.iter().any(|n| as_bool(obj.get(*n)))
+/// Whether any of `names` is set (true) in `obj`.
+fn flag(obj: &Map<String, Value>, names: &[&str]) -> Result<bool> {
+    let mut set = false;
+    for n in names {
+        set |= as_bool(obj.get(*n), n)?;
+    }
+    Ok(set)
 }
 
 /// Parses a POST body. Empty → `Missing request content`; not JSON or not an object →
@@ -132,15 +147,15 @@ pub fn parse_json(body: &[u8]) -> Result<TsQuery> {
         start: as_text(obj.get("start"), "start")?.unwrap_or_default(),
         end: as_text(obj.get("end"), "end")?,
         timezone: as_text(obj.get("timezone"), "timezone")?,
-        ms_resolution: flag(&obj, &["msResolution", "ms"]),
-        show_tsuids: flag(&obj, &["showTSUIDs"]),
-        show_query: flag(&obj, &["showQuery"]),
-        show_summary: flag(&obj, &["showSummary"]),
-        show_stats: flag(&obj, &["showStats"]),
-        no_annotations: flag(&obj, &["noAnnotations"]),
-        global_annotations: flag(&obj, &["globalAnnotations"]),
-        delete: flag(&obj, &["delete"]),
-        use_calendar: flag(&obj, &["useCalendar"]),
+        ms_resolution: flag(&obj, &["msResolution", "ms"])?,
+        show_tsuids: flag(&obj, &["showTSUIDs"])?,
+        show_query: flag(&obj, &["showQuery"])?,
+        show_summary: flag(&obj, &["showSummary"])?,
+        show_stats: flag(&obj, &["showStats"])?,
+        no_annotations: flag(&obj, &["noAnnotations"])?,
+        global_annotations: flag(&obj, &["globalAnnotations"])?,
+        delete: flag(&obj, &["delete"])?,
+        use_calendar: flag(&obj, &["useCalendar"])?,
         arrays: false,
         queries: Vec::new(),
     };
@@ -164,8 +179,8 @@ fn parse_json_sub(obj: &Map<String, Value>) -> Result<SubQuery> {
         aggregator: as_text(obj.get("aggregator"), "aggregator")?.unwrap_or_default(),
         metric: as_text(obj.get("metric"), "metric")?.unwrap_or_default(),
         downsample: as_text(obj.get("downsample"), "downsample")?.filter(|d| !d.is_empty()),
-        rate: as_bool(obj.get("rate")),
-        explicit_tags: as_bool(obj.get("explicitTags")),
+        rate: as_bool(obj.get("rate"), "rate")?,
+        explicit_tags: as_bool(obj.get("explicitTags"), "explicitTags")?,
         ..SubQuery::default()
     };
     match obj.get("tsuids") {
@@ -183,12 +198,12 @@ fn parse_json_sub(obj: &Map<String, Value>) -> Result<SubQuery> {
     if let Some(Value::Object(ro)) = obj.get("rateOptions") {
         let defaults = RateOptions::default();
         sub.rate_options = RateOptions {
-            counter: as_bool(ro.get("counter")),
+            counter: as_bool(ro.get("counter"), "counter")?,
             counter_max: as_long(ro.get("counterMax"), "counterMax")?
                 .unwrap_or(defaults.counter_max),
             reset_value: as_long(ro.get("resetValue"), "resetValue")?
                 .unwrap_or(defaults.reset_value),
-            drop_resets: as_bool(ro.get("dropResets")),
+            drop_resets: as_bool(ro.get("dropResets"), "dropResets")?,
         };
     }
     match obj.get("filters") {
@@ -206,7 +221,7 @@ fn parse_json_sub(obj: &Map<String, Value>) -> Result<SubQuery> {
                     kind: field("type")?,
                     tagk: field("tagk")?,
                     filter: field("filter")?,
-                    group_by: flag(f, &["groupBy", "group_by"]),
+                    group_by: flag(f, &["groupBy", "group_by"])?,
                 });
             }
         }
@@ -553,6 +568,44 @@ mod tests {
             q.queries[0].filters,
             vec![tag_to_filter("host", "a|b", true)]
         );
+    }
+
+    /// Jackson reads a boolean from `true`/`false` in any JSON form, but a string that is
+    /// neither is an error; it was silently false.
+    #[test]
+    fn a_boolean_given_another_string_is_a_400() {
+        let sub = |field: &str, value: &str| {
+            parse_json(
+                format!(
+                    r#"{{"start":1,"queries":[{{"aggregator":"sum","metric":"m","{field}":{value}}}]}}"#
+                )
+                .as_bytes(),
+            )
+        };
+        for (value, want) in [
+            ("true", true),
+            ("\"TRUE\"", true),
+            (" 1", true),
+            ("false", false),
+            ("\"false\"", false),
+            ("\"\"", false),
+            ("null", false),
+            ("0", false),
+        ] {
+            let q = sub("rate", value).unwrap();
+            assert_eq!(q.queries[0].rate, want, "{value}");
+        }
+        for value in ["\"yes\"", "\"1\"", "[]", "{}"] {
+            let err = sub("rate", value).unwrap_err();
+            assert_eq!(err.status(), 400);
+            assert_eq!(err.to_string(), "Unable to parse the given JSON", "{value}");
+            let details = err.details().unwrap_or_default();
+            assert!(details.contains("'rate' must be a boolean"), "{details}");
+        }
+        assert!(sub("explicitTags", "\"no\"").is_err());
+        assert!(parse_json(br#"{"start":1,"showQuery":"yes","queries":[]}"#).is_err());
+        let counter = r#"{"start":1,"queries":[{"aggregator":"sum","metric":"m","rate":true,"rateOptions":{"counter":"y"}}]}"#;
+        assert!(parse_json(counter.as_bytes()).is_err());
     }
 
     #[test]

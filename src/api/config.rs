@@ -22,6 +22,18 @@ pub(crate) fn settings(shared: &Shared) -> BTreeMap<String, String> {
     set("tsd.network.bind", c.bind.to_string());
     set("tsd.network.port", c.port.to_string());
     set("tsd.core.connections.limit", c.max_connections.to_string());
+    let ms = |d: Option<std::time::Duration>| d.map_or(0, |d| d.as_millis()).to_string();
+    set(
+        "tsd.core.socket.timeout",
+        c.telnet_idle_timeout.map_or(0, |d| d.as_secs()).to_string(),
+    );
+    set("strata.header_timeout_ms", ms(c.header_timeout));
+    set(
+        "tsd.query.limits.data_points.default",
+        c.query_max_data_points.to_string(),
+    );
+    set("strata.query_max_series", c.query_max_series.to_string());
+    set("strata.http_idle_timeout_ms", ms(c.http_idle_timeout));
     set("tsd.network.worker_threads", c.worker_threads.to_string());
     set("tsd.core.enable_api", "true".into());
     set(

@@ -58,13 +58,13 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let first = DirLock::acquire(dir.path())?;
         assert!(dir.path().join(LOCK_FILE).exists());
-        let started = std::time::Instant::now();
+        // `try_lock` never waits: were it to wait, this would hang here, as the lock is only
+        // released below.
         let err = DirLock::acquire(dir.path())
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("in use by another process"), "{err}");
-        assert!(started.elapsed() < std::time::Duration::from_secs(1));
         drop(first);
         DirLock::acquire(dir.path())?;
         Ok(())

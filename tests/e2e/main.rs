@@ -3,6 +3,7 @@
 
 mod api;
 mod cli;
+mod compat;
 mod exact_values;
 mod export;
 mod fsck;
@@ -10,7 +11,10 @@ mod grafana;
 mod harness;
 mod http_put;
 mod influx;
+mod limits;
 mod metrics;
 mod protocol;
+mod readme_tour;
 mod remote_write;
 mod telnet_put;
+mod ui;

@@ -72,7 +72,7 @@ fn telnet(server: &Server, lines: &str) -> anyhow::Result<Vec<String>> {
 }
 
 /// The value of the sample `name` (with its labels, exactly as printed) in a scrape.
-fn sample(scrape: &str, name: &str) -> Option<f64> {
+pub(crate) fn sample(scrape: &str, name: &str) -> Option<f64> {
     scrape.lines().find_map(|l| {
         let rest = l.strip_prefix(name)?.strip_prefix(' ')?;
         rest.trim().parse().ok()
@@ -357,7 +357,11 @@ fn put_sync_timeout_answers_400_when_the_write_is_slower() -> anyhow::Result<()>
     // sync_timeout without sync is ignored.
     let r = request(&server, "POST", "/api/put?sync_timeout=1", &[], one)?;
     assert_eq!(r.status, 204);
-    // 100k points cannot be written and fsynced within 1 ms.
+    // 100k points written and fsynced within 1 ms: on any machine this test runs on, the
+    // answer comes at the timeout, a 400 that says so. A machine fast enough to finish first
+    // gets the plain answer instead, which is right too; the count of timeouts follows what
+    // happened. (That the answer does not wait for a slow write is tested with a write held
+    // back on purpose, in src/put.rs.)
     let mut body = String::from("[");
     for i in 0..100_000 {
         if i > 0 {
@@ -370,38 +374,40 @@ fn put_sync_timeout_answers_400_when_the_write_is_slower() -> anyhow::Result<()>
         ));
     }
     body.push(']');
-    let r = request(
-        &server,
-        "POST",
-        "/api/put?sync&sync_timeout=1&summary",
-        &[],
-        body.as_bytes(),
-    )?;
-    assert_eq!(r.status, 400, "{}", r.body);
-    let v: serde_json::Value = serde_json::from_str(&r.body)?;
-    assert_eq!(v["timeouts"], 100_000, "{v}");
-    assert_eq!(v["success"], 0);
-    assert_eq!(v["failed"], 0);
-    let r = request(
-        &server,
-        "POST",
-        "/api/put?sync&sync_timeout=1",
-        &[],
-        body.as_bytes(),
-    )?;
-    assert_eq!(r.status, 400, "{}", r.body);
-    let v: serde_json::Value = serde_json::from_str(&r.body)?;
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.starts_with("The put call has timedout with")),
-        "{v}"
-    );
-    // Both timeouts are counted.
+    let mut timeouts = 0.0;
+    for summary in [true, false] {
+        let path = if summary {
+            "/api/put?sync&sync_timeout=1&summary"
+        } else {
+            "/api/put?sync&sync_timeout=1"
+        };
+        let r = request(&server, "POST", path, &[], body.as_bytes())?;
+        let v: serde_json::Value = serde_json::from_str(&r.body).unwrap_or_default();
+        match (r.status, summary) {
+            (400, true) => {
+                timeouts += 1.0;
+                assert_eq!(v["timeouts"], 100_000, "{v}");
+                assert_eq!(v["success"], 0);
+                assert_eq!(v["failed"], 0);
+            }
+            (400, false) => {
+                timeouts += 1.0;
+                assert!(
+                    v["error"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("The put call has timedout with")),
+                    "{v}"
+                );
+            }
+            (200, true) => assert_eq!(v["success"], 100_000, "{v}"),
+            (204, false) => {}
+            (status, _) => panic!("{path}: {status} {}", r.body),
+        }
+    }
     let m = request(&server, "GET", "/metrics", &[], b"")?;
     assert_eq!(
         sample(&m.body, "strata_http_put_sync_timeouts_total"),
-        Some(2.0)
+        Some(timeouts)
     );
     Ok(())
 }

@@ -10,7 +10,10 @@ use crate::harness::Server;
 /// Sends `version` and reads up to its two reply lines. Replies keep line order, and a
 /// connection's pending puts are written before a later command is answered, so everything
 /// before this call is stored once it returns. Returns the lines that came before.
-fn barrier(conn: &mut TcpStream, reader: &mut BufReader<TcpStream>) -> anyhow::Result<Vec<String>> {
+pub(crate) fn barrier(
+    conn: &mut TcpStream,
+    reader: &mut BufReader<TcpStream>,
+) -> anyhow::Result<Vec<String>> {
     conn.write_all(b"version\n")?;
     let mut before = Vec::new();
     loop {
@@ -100,11 +103,19 @@ fn lines_sent_right_before_close_are_stored() -> anyhow::Result<()> {
         }
         conn.write_all(b"put m.close 1356999999 7 host=h")?;
     }
-    // A second connection's barrier does not order the first one; poll the server instead.
-    let mut conn = server.connect()?;
-    let mut reader = BufReader::new(conn.try_clone()?);
-    barrier(&mut conn, &mut reader)?;
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // A second connection's barrier does not order the first one: poll the server until it
+    // has stored the first connection's lines.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let stored = || -> anyhow::Result<f64> {
+        let (_, text) = server.http("GET", "/metrics", b"")?;
+        Ok(
+            crate::metrics::sample(&text, "strata_points_stored_total{protocol=\"telnet\"}")
+                .unwrap_or(0.0),
+        )
+    };
+    while stored()? < 501.0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let status = server.stop()?;
     assert!(status.success(), "strata exited with {status:?}");
     let series = read_all(dir.path(), "m.close")?;
@@ -258,5 +269,59 @@ fn a_reply_comes_after_the_points_before_it_are_readable() -> anyhow::Result<()>
             assert_eq!(count as u64, sent, "round {round}, connection {c}");
         }
     }
+    Ok(())
+}
+
+/// Issue 21: a connection that sent more than 65,536 distinct series crashed at the bound of
+/// its series cache (a panic, a broken pipe, the batch lost). Here one connection sends
+/// 200,000 series twice over; every point is stored, on its own series.
+#[test]
+fn a_connection_with_200k_series_stores_every_point() -> anyhow::Result<()> {
+    const SERIES: u64 = 200_000;
+    let server = Server::start()?;
+    let mut conn = server.connect()?;
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let base = 1_356_998_400u64;
+    for round in 0..2 {
+        let mut lines = String::new();
+        for i in 0..SERIES {
+            lines.push_str(&format!(
+                "put e2e.card {} {i} host=h{i} dc=d{}\n",
+                base + round * 10,
+                i % 7
+            ));
+            if lines.len() >= 1 << 20 {
+                conn.write_all(lines.as_bytes())?;
+                lines.clear();
+            }
+        }
+        conn.write_all(lines.as_bytes())?;
+    }
+    assert_eq!(barrier(&mut conn, &mut reader)?, Vec::<String>::new());
+    let body = format!(
+        r#"{{"start":{base},"end":{},"queries":[
+            {{"metric":"e2e.card","aggregator":"sum","downsample":"0all-count"}},
+            {{"metric":"e2e.card","aggregator":"sum","downsample":"0all-sum"}}]}}"#,
+        base + 3600
+    );
+    let (status, text) = server.http("POST", "/api/query", body.as_bytes())?;
+    assert_eq!(status, 200, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text)?;
+    // Both sums are integers well inside f64's exact range, however they are written.
+    let only = |q: usize| -> Option<f64> {
+        let dps = v[q]["dps"].as_object()?;
+        (dps.len() == 1).then(|| dps.values().next()?.as_f64())?
+    };
+    assert_eq!(only(0), Some((2 * SERIES) as f64), "{text}");
+    // Host i wrote i in both rounds: a point on another host's series changes the sum.
+    assert_eq!(only(1), Some((SERIES * (SERIES - 1)) as f64), "{text}");
+    let (status, text) = server.http("GET", "/metrics", b"")?;
+    assert_eq!(status, 200, "{text}");
+    let sample = |name| crate::metrics::sample(&text, name);
+    assert_eq!(sample("strata_tsdb_series"), Some(SERIES as f64));
+    assert_eq!(
+        sample("strata_points_stored_total{protocol=\"telnet\"}"),
+        Some((2 * SERIES) as f64)
+    );
     Ok(())
 }

@@ -20,6 +20,9 @@ pub enum ErrorKind {
     NotFound,
     /// Storage or an internal invariant failed (HTTP 500).
     Server,
+    /// Storage refuses writes for now: the disk is full, or the engine's write-ahead log
+    /// failed and only a restart writes again (HTTP 503). Reads still work.
+    Unavailable,
 }
 
 /// A tsdb error.
@@ -227,6 +230,7 @@ fn engine_kind(e: &strata_engine::Error) -> ErrorKind {
         strata_engine::ErrorKind::Client => ErrorKind::Client,
         strata_engine::ErrorKind::NotFound => ErrorKind::NotFound,
         strata_engine::ErrorKind::Server => ErrorKind::Server,
+        strata_engine::ErrorKind::Unavailable => ErrorKind::Unavailable,
     }
 }
 
@@ -329,5 +333,11 @@ mod tests {
     fn engine_errors_keep_their_kind() {
         let e: Error = strata_engine::Error::InvalidArgument("x".into()).into();
         assert_eq!(e.kind(), ErrorKind::Client);
+        let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
+        let e = Error::WriteFailed(Arc::new(strata_engine::Error::Io {
+            context: "appending".into(),
+            source: full,
+        }));
+        assert_eq!(e.kind(), ErrorKind::Unavailable);
     }
 }

@@ -466,12 +466,21 @@ impl Drop for RowCompactor {
 /// Background rows per pass: short passes keep the write lock free most of the time.
 const BACKGROUND_PASS_ROWS: usize = 256;
 
+/// The wait after a background pass failed in the engine (a full disk, say), doubling with
+/// each failure in a row up to [`RETRY_MAX`] and reset by a pass that works: a disk that has
+/// space again is used within seconds, and a lasting failure is logged every 10 s, not in a
+/// loop. A failed pass commits nothing, so running it again is safe.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+/// The longest wait between background passes that fail.
+const RETRY_MAX: Duration = Duration::from_secs(10);
+
 fn run_background(db: &Tsdb, interval: Duration, stop: &(Mutex<bool>, Condvar)) {
+    let mut retry: Option<Duration> = None;
     loop {
         {
             let mut stopped = stop.0.lock();
             if !*stopped {
-                stop.1.wait_for(&mut stopped, interval);
+                stop.1.wait_for(&mut stopped, retry.unwrap_or(interval));
             }
             if *stopped {
                 return;
@@ -479,10 +488,21 @@ fn run_background(db: &Tsdb, interval: Duration, stop: &(Mutex<bool>, Condvar)) 
         }
         loop {
             match db.rowcompact(BACKGROUND_PASS_ROWS) {
-                Ok(s) if s.rows_examined as usize >= BACKGROUND_PASS_ROWS && s.progress() > 0 => {}
-                Ok(_) => break,
+                Ok(s) => {
+                    retry = None;
+                    if (s.rows_examined as usize) < BACKGROUND_PASS_ROWS || s.progress() == 0 {
+                        break;
+                    }
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, "rowcompact pass failed");
+                    let wait = retry.map_or(RETRY_FIRST, |w| (w * 2).min(RETRY_MAX));
+                    retry = Some(wait);
+                    db.inner.stats.rowcompact_error();
+                    tracing::warn!(
+                        error = %e,
+                        retry_in_ms = wait.as_millis() as u64,
+                        "rowcompact pass failed; retrying"
+                    );
                     break;
                 }
             }

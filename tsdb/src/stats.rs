@@ -26,6 +26,7 @@ pub(crate) struct Stats {
     rows_compacted: AtomicU64,
     rowcompact_cells_folded: AtomicU64,
     rowcompact_failures: AtomicU64,
+    rowcompact_errors: AtomicU64,
 }
 
 /// The counters at one instant.
@@ -69,6 +70,9 @@ pub struct TsdbStats {
     pub rowcompact_cells_folded: u64,
     /// Data rows the row compactor could not decode (left dirty).
     pub rowcompact_failures: u64,
+    /// Background row-compaction passes that failed in the engine (a full disk, a failed
+    /// WAL) and were retried later.
+    pub rowcompact_errors: u64,
 }
 
 impl Stats {
@@ -112,6 +116,10 @@ impl Stats {
         self.points_read.fetch_add(points, Relaxed);
     }
 
+    pub(crate) fn rowcompact_error(&self) {
+        self.rowcompact_errors.fetch_add(1, Relaxed);
+    }
+
     pub(crate) fn rowcompacted(&self, rows: u64, cells: u64, failures: u64) {
         self.rows_compacted.fetch_add(rows, Relaxed);
         self.rowcompact_cells_folded.fetch_add(cells, Relaxed);
@@ -140,6 +148,7 @@ impl Stats {
             rows_compacted: self.rows_compacted.load(Relaxed),
             rowcompact_cells_folded: self.rowcompact_cells_folded.load(Relaxed),
             rowcompact_failures: self.rowcompact_failures.load(Relaxed),
+            rowcompact_errors: self.rowcompact_errors.load(Relaxed),
         }
     }
 }

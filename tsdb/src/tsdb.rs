@@ -668,6 +668,17 @@ impl Tsdb {
         Ok(())
     }
 
+    /// Drops the in-memory caches, as OpenTSDB's `dropcaches` does: the UID maps are read
+    /// again from the UID table, the write path's series cache is emptied (handles made
+    /// before become stale: [`Tsdb::series_epoch`] changes), and so is the engine's block
+    /// cache. The series index is not a cache (it is the store's own record), and stays.
+    pub fn drop_caches(&self) -> Result<()> {
+        self.inner.uids.reload()?;
+        self.inner.series_cache.clear();
+        self.inner.db.clear_block_cache();
+        Ok(())
+    }
+
     /// Up to `max` names of `kind` starting with `prefix`, sorted (`/api/suggest`).
     pub fn suggest(&self, kind: UidKind, prefix: &str, max: usize) -> Vec<String> {
         self.inner.uids.suggest(kind, prefix, max)

@@ -173,40 +173,7 @@ impl UidTable {
 
     /// As `open`, with a lower UID ceiling (tests of exhaustion).
     pub(crate) fn open_with_max(db: Db, table: Table, max_uid: u32) -> Result<UidTable> {
-        let mut maps: [KindMaps; 3] = Default::default();
-        for row in db.scan(&table, &ScanOptions::default())? {
-            let row = row?;
-            for cell in &row.cells {
-                for kind in UidKind::ALL {
-                    let m = &mut maps[kind.index()];
-                    if cell.column == kind.id_column() {
-                        let uid = Uid::from_bytes(&cell.value).ok_or_else(|| {
-                            Error::corruption("uid row", &row.key, "bad UID value")
-                        })?;
-                        let name = std::str::from_utf8(&row.key).map_err(|_| {
-                            Error::corruption("uid row", &row.key, "name is not UTF-8")
-                        })?;
-                        m.by_name.insert(name.into(), uid);
-                    } else if cell.column == kind.name_column() {
-                        let uid = Uid::from_bytes(&row.key).ok_or_else(|| {
-                            Error::corruption("uid row", &row.key, "bad UID rowkey")
-                        })?;
-                        let name = std::str::from_utf8(&cell.value).map_err(|_| {
-                            Error::corruption("uid row", &row.key, "name is not UTF-8")
-                        })?;
-                        m.by_uid.insert(uid, name.into());
-                    } else if cell.column == kind.max_column() && *row.key == *COUNTER_ROW {
-                        let b: [u8; 8] = cell.value[..].try_into().map_err(|_| {
-                            Error::corruption("uid row", &row.key, "counter is not 8 bytes")
-                        })?;
-                        m.max = u32::try_from(u64::from_be_bytes(b)).map_err(|_| {
-                            Error::corruption("uid row", &row.key, "counter out of range")
-                        })?;
-                    }
-                }
-            }
-        }
-        let [a, b, c] = maps;
+        let [a, b, c] = load(&db, &table)?;
         Ok(UidTable {
             db,
             table,
@@ -214,6 +181,18 @@ impl UidTable {
             assign: Mutex::new(()),
             max_uid,
         })
+    }
+
+    /// Drops the in-memory maps and loads them again from the table (an operator's
+    /// `dropcaches`). No assignment or rename runs meanwhile; lookups see the old maps until
+    /// the new ones are in.
+    pub(crate) fn reload(&self) -> Result<()> {
+        let _guard = self.assign.lock();
+        let loaded = load(&self.db, &self.table)?;
+        for (maps, new) in self.maps.iter().zip(loaded) {
+            *maps.write() = new;
+        }
+        Ok(())
     }
 
     /// The UID of `name`, if assigned.
@@ -361,6 +340,40 @@ impl UidTable {
     }
 }
 
+/// Every mapping and counter of the UID table, by kind.
+fn load(db: &Db, table: &Table) -> Result<[KindMaps; 3]> {
+    let mut maps: [KindMaps; 3] = Default::default();
+    for row in db.scan(table, &ScanOptions::default())? {
+        let row = row?;
+        for cell in &row.cells {
+            for kind in UidKind::ALL {
+                let m = &mut maps[kind.index()];
+                if cell.column == kind.id_column() {
+                    let uid = Uid::from_bytes(&cell.value)
+                        .ok_or_else(|| Error::corruption("uid row", &row.key, "bad UID value"))?;
+                    let name = std::str::from_utf8(&row.key)
+                        .map_err(|_| Error::corruption("uid row", &row.key, "name is not UTF-8"))?;
+                    m.by_name.insert(name.into(), uid);
+                } else if cell.column == kind.name_column() {
+                    let uid = Uid::from_bytes(&row.key)
+                        .ok_or_else(|| Error::corruption("uid row", &row.key, "bad UID rowkey"))?;
+                    let name = std::str::from_utf8(&cell.value)
+                        .map_err(|_| Error::corruption("uid row", &row.key, "name is not UTF-8"))?;
+                    m.by_uid.insert(uid, name.into());
+                } else if cell.column == kind.max_column() && *row.key == *COUNTER_ROW {
+                    let b: [u8; 8] = cell.value[..].try_into().map_err(|_| {
+                        Error::corruption("uid row", &row.key, "counter is not 8 bytes")
+                    })?;
+                    m.max = u32::try_from(u64::from_be_bytes(b)).map_err(|_| {
+                        Error::corruption("uid row", &row.key, "counter out of range")
+                    })?;
+                }
+            }
+        }
+    }
+    Ok(maps)
+}
+
 #[cfg(test)]
 mod tests {
     use strata_engine::{DbOptions, TableOptions};
@@ -371,6 +384,33 @@ mod tests {
         let db = Db::open(dir, DbOptions::default())?;
         let t = db.open_table("uid", TableOptions::default())?;
         UidTable::open_with_max(db, t, max)
+    }
+
+    /// `reload` drops the maps and reads the table again: a mapping written to the table
+    /// behind the maps' back (as another process's tool might) appears, and nothing is lost.
+    #[test]
+    fn reload_reads_the_table_again() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let stats = Stats::default();
+        let u = open(dir.path(), MAX_UID)?;
+        u.get_or_assign(UidKind::Metric, "a", &stats)?;
+        u.get_or_assign(UidKind::Tagv, "v", &stats)?;
+        let mut batch = WriteBatch::new();
+        batch.put(&u.table, b"b", UidKind::Metric.id_column(), &[0, 0, 9]);
+        batch.put(&u.table, &[0, 0, 9], UidKind::Metric.name_column(), b"b");
+        u.db.write(&batch)?;
+        assert_eq!(u.get(UidKind::Metric, "b"), None);
+        u.reload()?;
+        assert_eq!(u.get(UidKind::Metric, "b"), Uid::from_u32(9));
+        assert_eq!(u.name(UidKind::Metric, Uid(9))?.as_ref(), "b");
+        assert_eq!(u.get(UidKind::Metric, "a"), Some(Uid(1)));
+        assert_eq!(u.get(UidKind::Tagv, "v"), Some(Uid(1)));
+        // The counter came back too: the next name gets the next UID.
+        assert_eq!(
+            u.get_or_assign(UidKind::Metric, "c", &stats)?,
+            (Uid(2), true)
+        );
+        Ok(())
     }
 
     #[test]

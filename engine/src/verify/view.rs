@@ -268,7 +268,7 @@ pub fn repair(report: &VerifyReport, lost_found: &Path) -> Result<Vec<Repaired>>
         for (tmp, name) in &rewritten {
             fs.rename(tmp, name)?;
         }
-        fs.sync_dir()?;
+        fs.sync_dir("the repaired SSTs")?;
         if changed {
             next.store(&fs)?;
         }
@@ -278,7 +278,7 @@ pub fn repair(report: &VerifyReport, lost_found: &Path) -> Result<Vec<Repaired>>
         move_file(&dir.join(name), &lost_found.join(name))?;
         note(name, "moved to lost+found".into(), true);
     }
-    fs.sync_dir()?;
+    fs.sync_dir("the moved files")?;
     for (number, action) in &report.segments {
         let name = segment_file_name(*number);
         let path = dir.join(&name);

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::{MAX_GAP_FILL, Remedy, SegmentAction, Severity, VerifyReport};
 use crate::error::Result;
+use crate::fs::LocalFs;
 use crate::wal::decode_entry;
 use crate::wal::recovery::list_segments;
 use crate::wal::segment::{
@@ -134,9 +135,10 @@ pub(super) fn check_wal(
     numbered: bool,
     report: &mut VerifyReport,
 ) -> Result<()> {
-    let segments: Vec<(u64, PathBuf)> = list_segments(dir)?
+    let segments: Vec<(u64, PathBuf)> = list_segments(&LocalFs::new(dir)?)?
         .into_iter()
         .filter(|(n, _)| *n > flushed)
+        .map(|(n, name)| (n, dir.join(name)))
         .collect();
     if let Some((first, _)) = segments.first()
         && numbered

@@ -40,7 +40,7 @@ fn segments_roll_over_and_replay_in_order() -> TestResult {
     write_n(&wal, 0, 20)?;
     assert_eq!(wal.stats().batches.load(Ordering::Relaxed), 20);
     drop(wal);
-    let segs = recovery::list_segments(dir.path())?;
+    let segs = recovery::list_segments(&crate::fs::LocalFs::new(dir.path())?)?;
     assert!(
         segs.len() > 3,
         "expected rollover, got {} segments",
@@ -67,8 +67,8 @@ fn damage_before_the_last_segment_is_corruption() -> TestResult {
     let (wal, _) = open(dir.path(), 200)?;
     write_n(&wal, 0, 20)?;
     drop(wal);
-    let segs = recovery::list_segments(dir.path())?;
-    let first = &segs[0].1;
+    let segs = recovery::list_segments(&crate::fs::LocalFs::new(dir.path())?)?;
+    let first = &dir.path().join(&segs[0].1);
     let mut bytes = std::fs::read(first)?;
     let n = bytes.len();
     bytes[n - 3] ^= 1;
@@ -80,7 +80,7 @@ fn damage_before_the_last_segment_is_corruption() -> TestResult {
     // A missing segment in the middle is corruption too.
     bytes[n - 3] ^= 1;
     std::fs::write(first, &bytes)?;
-    std::fs::remove_file(&segs[1].1)?;
+    std::fs::remove_file(dir.path().join(&segs[1].1))?;
     assert!(matches!(
         open(dir.path(), 200),
         Err(Error::Corruption { .. })
@@ -259,5 +259,69 @@ fn a_synced_commit_never_stays_queued() -> TestResult {
     );
     assert_eq!(applied, 1);
     assert_eq!(wal.stats().syncs.load(Ordering::Relaxed), 1);
+    Ok(())
+}
+
+/// Concurrent committers while appends fail with ENOSPC now and then: each committer of a
+/// refused group gets the error, every other one succeeds, the WAL does not fail, and the log
+/// replays exactly the records that succeeded, in the order they were applied.
+#[test]
+fn refused_groups_fail_exactly_their_committers() -> TestResult {
+    use crate::fs::fault::{Fault, FaultError, FaultFile, FaultOp, Faults};
+
+    let dir = tempfile::tempdir()?;
+    let faults = Faults::new();
+    let fs = faults.wrap(Arc::new(crate::fs::LocalFs::new(dir.path())?));
+    let wal = Arc::new(Wal::open_from(fs, 2048, 1, &mut |_, _, _| Ok(()))?);
+    for after in [3, 10, 17, 40, 41, 90] {
+        faults.arm(
+            Fault::new(FaultOp::Write, FaultError::NoSpace)
+                .on(FaultFile::Wal)
+                .after(after)
+                .torn(),
+        );
+    }
+    let applied = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let threads: Vec<_> = (0..4u32)
+        .map(|t| {
+            let wal = Arc::clone(&wal);
+            let applied = Arc::clone(&applied);
+            std::thread::spawn(move || {
+                let mut ok = Vec::new();
+                let mut refused = 0;
+                for i in 0..60 {
+                    let b = batch(t * 1000 + i);
+                    let r = wal.commit(Entry::Batch(&b), i % 7 == 0, false, &mut |ps| {
+                        applied.lock().extend(ps.iter().map(|p| p.to_vec()));
+                    });
+                    match r {
+                        Ok(_) => ok.push(payload(t * 1000 + i)),
+                        Err(e) => {
+                            assert!(no_space(&e), "{e}");
+                            refused += 1;
+                        }
+                    }
+                }
+                (ok, refused)
+            })
+        })
+        .collect();
+    let mut ok = Vec::new();
+    let mut refused = 0;
+    for t in threads {
+        let (o, r) = t.join().map_err(|_| "committer panicked")?;
+        ok.extend(o);
+        refused += r;
+    }
+    assert!(!wal.has_failed());
+    assert!(refused > 0);
+    assert_eq!(wal.stats().refused.load(Ordering::Relaxed), refused);
+    drop(wal);
+    let (_, seen) = open(dir.path(), 2048)?;
+    assert_eq!(*applied.lock(), seen, "replayed as applied");
+    let (mut seen, mut ok) = (seen, ok);
+    seen.sort();
+    ok.sort();
+    assert_eq!(seen, ok, "replayed exactly the records that succeeded");
     Ok(())
 }

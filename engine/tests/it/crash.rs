@@ -10,15 +10,15 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use strata_engine::{Db, DbOptions, SyncPolicy};
 
-use crate::{TestResult, check_prefix, options, tables, test_batch};
+use crate::{TestResult, check_prefix, options, tables, test_batch, test_seeds};
 
 /// Set in the child's environment to the database directory.
 const CHILD_DIR_VAR: &str = "STRATA_ENGINE_CRASH_CHILD_DIR";
 /// Set in the child's environment to a memtable size, to make it flush while it writes.
 const MEMTABLE_VAR: &str = "STRATA_ENGINE_CRASH_MEMTABLE";
-/// Set to reproduce a run.
-const SEED_VAR: &str = "STRATA_ENGINE_CRASH_SEED";
 const ROUNDS: usize = 8;
+/// The seeds CI runs (see [`crate::test_seeds`]).
+const SEEDS: [u64; 2] = [0x5eed_0001, 0x5eed_0002];
 
 /// The child: a no-op unless run by `kill_9_keeps_every_acknowledged_batch`.
 #[test]
@@ -67,11 +67,16 @@ fn kill_9_during_flushes_keeps_every_acknowledged_batch() -> TestResult {
 }
 
 fn crash_rounds(memtable_bytes: Option<usize>) -> TestResult {
-    let seed = match std::env::var(SEED_VAR) {
-        Ok(s) => s.parse()?,
-        Err(_) => rand::random(),
-    };
-    println!("crash test seed {seed} (set {SEED_VAR} to replay)");
+    for seed in test_seeds(&SEEDS)? {
+        println!("crash test seed {seed} (STRATA_TEST_SEED={seed} replays it)");
+        crash_rounds_seeded(memtable_bytes, seed).map_err(|e| format!("seed {seed}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The rounds of one seed. The seed decides when each child is killed; the machine's speed
+/// decides how far it got, so a replay repeats the kill times, not the exact cut.
+fn crash_rounds_seeded(memtable_bytes: Option<usize>, seed: u64) -> TestResult {
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir()?;
     let exe = std::env::current_exe()?;

@@ -1,6 +1,8 @@
 //! Integration tests of strata-engine, one module per topic.
 
 mod crash;
+mod fault_model;
+mod faults;
 mod fold;
 mod fuzz_standin;
 mod golden;
@@ -21,6 +23,21 @@ pub(crate) type TestResult<T = ()> = std::result::Result<T, Box<dyn std::error::
 /// Columns of table `a` and table `b` written by every test batch.
 const A_COLUMNS: [&[u8]; 3] = [b"c0", b"c1", b"c2"];
 const B_COLUMNS: [&[u8]; 2] = [b"x0", b"x1"];
+
+/// The seeds a randomized test runs: by default the fixed `defaults`, so that CI runs the same
+/// cases every time; `STRATA_TEST_SEED=<n>` runs seed `n` alone (to replay a failure), and
+/// `STRATA_TEST_SEED=random` one new seed. The test prints each seed it runs.
+pub(crate) fn test_seeds(defaults: &[u64]) -> Result<Vec<u64>, String> {
+    match std::env::var("STRATA_TEST_SEED") {
+        Err(_) => Ok(defaults.to_vec()),
+        Ok(s) if s.trim() == "random" => Ok(vec![rand::random()]),
+        Ok(s) => s
+            .trim()
+            .parse()
+            .map(|n| vec![n])
+            .map_err(|_| format!("STRATA_TEST_SEED must be a number or `random`, not {s:?}")),
+    }
+}
 
 /// Options with a sync policy and a WAL segment size.
 pub(crate) fn options(sync: SyncPolicy, wal_segment_bytes: u64) -> DbOptions {

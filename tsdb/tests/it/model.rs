@@ -74,13 +74,9 @@ fn check_reads(db: &Tsdb, model: &Model, rng: &mut StdRng) -> TestResult {
 
 #[test]
 fn random_ops_match_model() -> TestResult {
-    let seed: u64 = std::env::var("STRATA_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x7_5db);
-    for s in seed..seed + 4 {
-        eprintln!("seed {s}");
-        run_model(s)?;
+    for seed in crate::test_seeds(&[0x7_5db, 0x7_5dc, 0x7_5dd, 0x7_5de])? {
+        eprintln!("model seed {seed} (STRATA_TEST_SEED={seed} replays it)");
+        run_model(seed).map_err(|e| format!("seed {seed}: {e}"))?;
     }
     Ok(())
 }

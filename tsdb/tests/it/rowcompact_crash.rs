@@ -22,8 +22,10 @@ use crate::TestResult;
 const CHILD_DIR_VAR: &str = "STRATA_TSDB_ROWCOMPACT_CRASH_DIR";
 /// Set in the child's environment to the round whose points it writes.
 const CHILD_ROUND_VAR: &str = "STRATA_TSDB_ROWCOMPACT_CRASH_ROUND";
-/// Set to reproduce a run.
-const SEED_VAR: &str = "STRATA_TSDB_ROWCOMPACT_CRASH_SEED";
+/// Set in the child's environment to the run's seed.
+const CHILD_SEED_VAR: &str = "STRATA_TSDB_ROWCOMPACT_CRASH_SEED";
+/// The seeds CI runs (see [`crate::test_seeds`]).
+const SEEDS: [u64; 3] = [0xc0de_0001, 0xc0de_0002, 0xc0de_0003];
 const ROUNDS: u64 = 6;
 const HOUR: i64 = 3_600_000;
 /// 2013-01-01T00:00:00Z.
@@ -111,7 +113,7 @@ fn child() -> TestResult {
     let Some(dir) = std::env::var_os(CHILD_DIR_VAR) else {
         return Ok(());
     };
-    let seed: u64 = std::env::var(SEED_VAR)?.parse()?;
+    let seed: u64 = std::env::var(CHILD_SEED_VAR)?.parse()?;
     let round: u64 = std::env::var(CHILD_ROUND_VAR)?.parse()?;
     let db = Tsdb::open(&dir, options(clock(), round))?;
     write_round(&db, &round_points(seed, round))?;
@@ -165,11 +167,14 @@ fn check(db: &Tsdb, model: &Model, when: &str) -> TestResult {
 
 #[test]
 fn kill_9_during_rowcompact_loses_and_duplicates_nothing() -> TestResult {
-    let seed = match std::env::var(SEED_VAR) {
-        Ok(s) => s.parse()?,
-        Err(_) => rand::random(),
-    };
-    println!("rowcompact crash test seed {seed} (set {SEED_VAR} to replay)");
+    for seed in crate::test_seeds(&SEEDS)? {
+        println!("rowcompact crash test seed {seed} (STRATA_TEST_SEED={seed} replays it)");
+        kill_9_during_rowcompact(seed).map_err(|e| format!("seed {seed}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn kill_9_during_rowcompact(seed: u64) -> TestResult {
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir()?;
     let exe = std::env::current_exe()?;
@@ -184,7 +189,7 @@ fn kill_9_during_rowcompact_loses_and_duplicates_nothing() -> TestResult {
                 "--test-threads=1",
             ])
             .env(CHILD_DIR_VAR, dir.path())
-            .env(SEED_VAR, seed.to_string())
+            .env(CHILD_SEED_VAR, seed.to_string())
             .env(CHILD_ROUND_VAR, round.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
