@@ -20,12 +20,6 @@ use crate::metrics::{ProtocolCounters, reason, refusal_reason, tsdb_error_reason
 /// Bodies from this size are parsed and stored off the async worker, as `/api/put` does.
 const OFFLOAD_BYTES: usize = 64 << 10;
 
-/// Snappy-compressed remote write bodies from this size are handled off the async worker:
-/// they inflate five- to tenfold, so this is about 250 samples, a quarter of a millisecond of
-/// work against the 20 µs the handover costs. Prometheus sends up to 2000 samples (about
-/// 35 KiB) a request.
-const OFFLOAD_SNAPPY_BYTES: usize = 8 << 10;
-
 /// Handles `POST /api/v1/write`.
 pub(crate) async fn remote_write(req: Request<Incoming>, shared: &Shared) -> Resp {
     let sync = flag(req.uri().query().unwrap_or(""), "sync");
@@ -33,8 +27,12 @@ pub(crate) async fn remote_write(req: Request<Incoming>, shared: &Shared) -> Res
         Ok(body) => body,
         Err(resp) => return resp,
     };
-    let offload = sync || body.len() >= OFFLOAD_SNAPPY_BYTES;
-    off_worker(offload, || remote_write_now(&body, shared, sync))
+    // Compressed size: a Prometheus request (2000 samples, about 35 KiB) stays on the worker,
+    // because handing such requests over makes parallel writers contend for the write path,
+    // which costs more CPU than the parallel decoding saves.
+    off_worker(sync || body.len() >= OFFLOAD_BYTES, || {
+        remote_write_now(&body, shared, sync)
+    })
 }
 
 fn remote_write_now(body: &[u8], shared: &Shared, sync: bool) -> Resp {
