@@ -99,6 +99,8 @@ pub fn encode_write_request(req: &WriteRequest) -> Vec<u8> {
 struct Refused {
     series: usize,
     kind: RefusalKind,
+    /// How many samples this refusal covers.
+    samples: usize,
     why: String,
 }
 
@@ -138,6 +140,7 @@ impl<'a> RemoteWriteBatch<'a> {
         let refuse = |kind, why: String| Refused {
             series: index,
             kind,
+            samples: ts.samples.len(),
             why,
         };
         let name = ts.labels.iter().find(|l| l.name == "__name__");
@@ -185,6 +188,7 @@ impl<'a> RemoteWriteBatch<'a> {
                 Err(why) => self.refused.push(Refused {
                     series: index,
                     kind: RefusalKind::Timestamp,
+                    samples: 1,
                     why,
                 }),
             }
@@ -211,9 +215,11 @@ impl<'a> RemoteWriteBatch<'a> {
         self.not_finite
     }
 
-    /// The samples refused before storage, by kind.
+    /// The kind of each sample refused before storage.
     pub fn refusals(&self) -> impl Iterator<Item = RefusalKind> + '_ {
-        self.refused.iter().map(|r| r.kind)
+        self.refused
+            .iter()
+            .flat_map(|r| std::iter::repeat_n(r.kind, r.samples))
     }
 
     /// The series `i` in Prometheus' notation, `name{k="v",…}`, for messages.

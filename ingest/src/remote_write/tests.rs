@@ -278,3 +278,19 @@ fn labels_that_are_not_utf8_refuse_their_series() {
         reply.body
     );
 }
+
+#[test]
+fn a_refused_series_counts_each_of_its_samples() {
+    let req = WriteRequest {
+        timeseries: vec![series(
+            &[("job", "x")],
+            &[
+                (1.0, 1_700_000_000_000),
+                (2.0, 1_700_000_015_000),
+                (3.0, 1_700_000_030_000),
+            ],
+        )],
+    };
+    let b = RemoteWriteBatch::new(&req);
+    assert_eq!(b.refusals().collect::<Vec<_>>(), [RefusalKind::Name; 3]);
+}
