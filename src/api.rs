@@ -30,6 +30,9 @@ pub(crate) async fn dispatch(ep: &str, req: Request<Incoming>, shared: &Shared) 
             json(StatusCode::OK, &version::json())
         }),
         "put" if method == Method::POST => crate::put::handle(req, shared).await,
+        // Prometheus remote write, at `/api/v1/write`.
+        "write" if method == Method::POST => crate::write::remote_write(req, shared).await,
+        "write" => method_not_allowed(&method),
         "suggest" if method == Method::POST => match read_body(req, shared).await {
             Ok(body) => suggest(shared, "", Some(&body)),
             Err(resp) => resp,

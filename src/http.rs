@@ -111,6 +111,15 @@ enum Route {
 
 fn parse_route(path: &str) -> Route {
     let mut segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    // InfluxDB 2's write endpoint, the one `/api/v2/…` path served.
+    if segments.len() == 3
+        && segments
+            .iter()
+            .zip(["api", "v2", "write"])
+            .all(|(s, w)| s.eq_ignore_ascii_case(w))
+    {
+        return Route::Other(INFLUX_V2_WRITE.into());
+    }
     match segments.first() {
         Some(first) if first.eq_ignore_ascii_case("api") => {}
         _ => return Route::Other(segments.join("/").to_ascii_lowercase()),
@@ -133,12 +142,17 @@ fn parse_route(path: &str) -> Route {
     Route::Api(segments.join("/").to_ascii_lowercase())
 }
 
+/// The route of InfluxDB 2's `/api/v2/write`.
+const INFLUX_V2_WRITE: &str = "api/v2/write";
+
 async fn route(req: Request<Incoming>, shared: &Shared) -> Resp {
     let started = std::time::Instant::now();
     let route = parse_route(req.uri().path());
     let endpoint = match &route {
         Route::Api(ep) => ep.clone(),
         Route::Other(p) if p == "metrics" => p.clone(),
+        Route::Other(p) if p == "write" => "influx/write".into(),
+        Route::Other(p) if p == INFLUX_V2_WRITE => "influx/v2/write".into(),
         _ => "other".into(),
     };
     // `?jsonp=<fn>` wraps the JSON answer of an API call, errors included, as OpenTSDB does.
@@ -300,6 +314,18 @@ async fn serve_route(route: Route, req: Request<Incoming>, shared: &Shared) -> R
             );
             resp
         }),
+        Route::Other(p) if p == "write" || p == INFLUX_V2_WRITE => {
+            let api = if p == "write" {
+                strata_ingest::InfluxApi::V1
+            } else {
+                strata_ingest::InfluxApi::V2
+            };
+            if method == Method::POST {
+                crate::write::influx(api, req, shared).await
+            } else {
+                method_not_allowed(&method)
+            }
+        }
         // The graph page at `/` and its assets under `/ui/`.
         Route::Other(p) => {
             crate::ui::serve(&p, &method, req.uri().query().unwrap_or(""), req.headers())
@@ -648,5 +674,13 @@ mod tests {
         assert_eq!(parse_route("/api/vx/query"), Route::Api("vx/query".into()));
         assert_eq!(parse_route("/api"), Route::Api(String::new()));
         assert_eq!(parse_route("/version"), Route::Other("version".into()));
+        // The collectors' write endpoints.
+        assert_eq!(parse_route("/api/v1/write"), Route::Api("write".into()));
+        assert_eq!(parse_route("/write"), Route::Other("write".into()));
+        assert_eq!(
+            parse_route("/api/v2/write/"),
+            Route::Other(INFLUX_V2_WRITE.into())
+        );
+        assert_eq!(parse_route("/api/v2/query"), Route::ApiVersionTooHigh);
     }
 }

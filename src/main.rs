@@ -13,6 +13,7 @@ mod telnet;
 mod ui;
 mod unwind;
 mod version;
+mod write;
 
 use clap::{Parser, Subcommand};
 

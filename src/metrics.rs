@@ -16,6 +16,10 @@ use strata_ingest::{PointError, PutError};
 pub(crate) const TELNET: &str = "telnet";
 /// The protocol label of HTTP ingest.
 pub(crate) const HTTP: &str = "http";
+/// The protocol label of Prometheus remote write.
+pub(crate) const REMOTE_WRITE: &str = "remote_write";
+/// The protocol label of the Influx line protocol (both APIs).
+pub(crate) const INFLUX: &str = "influx";
 
 /// Where a connection was when it timed out: the values of the `phase` label.
 pub(crate) mod phase {
@@ -65,8 +69,11 @@ pub(crate) mod reason {
 }
 
 /// The HTTP endpoints latency is recorded for; anything else is `other`.
-pub(crate) const ENDPOINTS: [&str; 14] = [
+pub(crate) const ENDPOINTS: [&str; 17] = [
     "put",
+    "write",
+    "influx/write",
+    "influx/v2/write",
     "query",
     "query/last",
     "suggest",
@@ -102,9 +109,16 @@ pub(crate) struct ProtocolCounters {
 impl ProtocolCounters {
     /// Counts one rejected point.
     pub(crate) fn rejected(&self, reason: &str) {
-        self.rejected
-            .with_label_values(&[self.protocol, reason])
-            .inc();
+        self.rejected_by(reason, 1);
+    }
+
+    /// Counts `n` rejected points.
+    pub(crate) fn rejected_by(&self, reason: &str, n: u64) {
+        if n > 0 {
+            self.rejected
+                .with_label_values(&[self.protocol, reason])
+                .inc_by(n);
+        }
     }
 }
 
@@ -115,6 +129,12 @@ pub(crate) struct Metrics {
     pub(crate) telnet: ProtocolCounters,
     /// HTTP `/api/put` ingest counters.
     pub(crate) http: ProtocolCounters,
+    /// Prometheus remote write ingest counters.
+    pub(crate) remote_write: ProtocolCounters,
+    /// Influx line protocol ingest counters.
+    pub(crate) influx: ProtocolCounters,
+    /// Remote write stale markers, which are not stored (nor counted as received).
+    pub(crate) remote_write_stale: IntCounter,
     rejected: IntCounterVec,
     /// Connections open now.
     pub(crate) connections_open: IntGauge,
@@ -285,6 +305,8 @@ impl Metrics {
         for p in [TELNET, HTTP] {
             connections.with_label_values(&[p]);
             ingest_panics.with_label_values(&[p]);
+        }
+        for p in [TELNET, HTTP, REMOTE_WRITE, INFLUX] {
             for r in reason::ALL {
                 rejected.with_label_values(&[p, r]);
             }
@@ -415,6 +437,12 @@ impl Metrics {
         Ok(Metrics {
             telnet: protocol(TELNET),
             http: protocol(HTTP),
+            remote_write: protocol(REMOTE_WRITE),
+            influx: protocol(INFLUX),
+            remote_write_stale: b.counter(
+                "strata_remote_write_stale_markers_total",
+                "Remote write stale markers received; they end a series and are not stored.",
+            )?,
             rejected,
             connections_open: b.gauge("strata_connections_open", "Connections open now.")?,
             connections,
@@ -618,6 +646,18 @@ fn point_error_reason(e: &PointError) -> &'static str {
         PointError::IllegalCharacter { .. }
         | PointError::EmptyName { .. }
         | PointError::NullName { .. } => reason::BAD_NAME,
+        _ => reason::OTHER,
+    }
+}
+
+/// The reason label of a point remote write or the line protocol refused before storage.
+pub(crate) fn refusal_reason(kind: strata_ingest::RefusalKind) -> &'static str {
+    use strata_ingest::RefusalKind as K;
+    match kind {
+        K::Syntax => reason::BAD_SYNTAX,
+        K::Name => reason::BAD_NAME,
+        K::Timestamp => reason::BAD_TIMESTAMP,
+        K::Value => reason::BAD_VALUE,
         _ => reason::OTHER,
     }
 }

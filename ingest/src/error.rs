@@ -193,6 +193,42 @@ impl BodyError {
     }
 }
 
+/// A remote write or line protocol request was rejected as a whole.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// The body is not snappy (block format); holds the decoder's message.
+    #[error("the body is not snappy-compressed: {0}")]
+    Snappy(String),
+    /// The decompressed body is not a `prometheus.WriteRequest`; holds the decoder's message.
+    #[error("the body is not a protobuf WriteRequest: {0}")]
+    Protobuf(String),
+    /// The decompressed body exceeds the configured maximum.
+    #[error("the decompressed body is larger than the {max} byte limit")]
+    TooLarge {
+        /// The maximum in bytes.
+        max: usize,
+    },
+}
+
+impl ProtocolError {
+    /// The category of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ProtocolError::TooLarge { .. } => ErrorKind::TooLarge,
+            _ => ErrorKind::Client,
+        }
+    }
+
+    /// The HTTP status code: 400, or 413 when too large.
+    pub fn status(&self) -> u16 {
+        match self.kind() {
+            ErrorKind::Client => 400,
+            ErrorKind::TooLarge => 413,
+        }
+    }
+}
+
 /// Any error of this crate.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -206,6 +242,9 @@ pub enum Error {
     /// An HTTP put body was rejected.
     #[error(transparent)]
     Body(#[from] BodyError),
+    /// A remote write or line protocol body was rejected.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
 }
 
 impl Error {
@@ -213,6 +252,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Body(b) => b.kind(),
+            Error::Protocol(p) => p.kind(),
             Error::Put(_) | Error::LineTooLong(_) => ErrorKind::Client,
         }
     }

@@ -1,4 +1,5 @@
-//! strata-ingest: the OpenTSDB write protocols (telnet `put` and HTTP `/api/put`).
+//! strata-ingest: the write protocols: OpenTSDB's telnet `put` and HTTP `/api/put`,
+//! Prometheus remote write and the Influx line protocol.
 //!
 //! Parsers work on byte slices and return [`PointRef`]s that borrow from the input; a telnet
 //! line allocates nothing unless it is rejected. Error texts are OpenTSDB 2.4.1's, because
@@ -6,22 +7,39 @@
 //!
 //! - [`parse_command`], [`parse_put_line`], [`LineSplitter`]: the telnet protocol.
 //! - [`decode_body`], [`parse_put_body`], [`PutResponse`]: HTTP `/api/put`.
+//! - [`decode_write_request`], [`RemoteWriteBatch`]: Prometheus remote write 1.0.
+//! - [`InfluxBatch`], [`Precision`]: the Influx line protocol (`/write`, `/api/v2/write`).
+//!
+//! Remote write and the line protocol map names with [`strata_tsdb::escape_name`] and hand
+//! the storage layer a [`PointBatch`] of its own point type.
 
+mod batch;
 mod config;
 mod error;
 mod http_put;
+mod influx;
 mod json;
+mod line_protocol;
 mod line_splitter;
 mod point;
 mod put_response;
+mod remote_write;
 mod telnet;
 
+pub use batch::{PointBatch, RefusalKind};
 pub use config::{DEFAULT_MAX_LINE_LEN, DEFAULT_MAX_TAGS, ParseConfig};
-pub use error::{BodyError, Error, ErrorKind, LineTooLong, PointError, PutError, Result};
+pub use error::{
+    BodyError, Error, ErrorKind, LineTooLong, PointError, ProtocolError, PutError, Result,
+};
 pub use http_put::{DatapointEcho, ParsedPut, PutFailure, decode_body, parse_put_body};
+pub use influx::{InfluxApi, InfluxBatch, InfluxReply, Precision};
 pub use line_splitter::LineSplitter;
 pub use point::{MAX_INLINE_TAGS, MAX_TIMESTAMP_MS, Num, PointRef, Tags, is_millis};
 pub use put_response::{PutResponse, ReplyMode, error_json};
+pub use remote_write::{
+    Label, RemoteWriteBatch, RemoteWriteReply, STALE_NAN_BITS, Sample, TimeSeries, WriteRequest,
+    decode_write_request, encode_write_request,
+};
 pub use telnet::{
     COMMAND_NAMES, Command, PutHead, help_reply, parse_command, parse_put_head, parse_put_line,
     unknown_command_reply,

@@ -1,6 +1,7 @@
-//! A stable-toolchain stand-in for the `telnet_put_line`, `telnet_put_head` and
-//! `http_put_body` cargo-fuzz targets in `fuzz/`: bounded proptest runs that feed arbitrary
-//! bytes, and mutations of valid lines and bodies, to every parser of the write protocols.
+//! A stable-toolchain stand-in for the `telnet_put_line`, `telnet_put_head`, `http_put_body`,
+//! `influx_lines` and `remote_write_body` cargo-fuzz targets in `fuzz/`: bounded proptest runs
+//! that feed arbitrary bytes, and mutations of valid lines and bodies, to every parser of the
+//! write protocols.
 //! Nothing may panic; results must keep the parsers' promises (among them the telnet fast
 //! path's, `parse_put_head`, against the full parser). The case counts keep the whole file to
 //! a few seconds.
@@ -317,4 +318,143 @@ fn fast_path_promise_holds_for_a_line_with_two_terminators() {
     assert!(parse_put_line(line, &ParseConfig::new()).is_err());
     check_head(line);
     check_head(b"put m 1356998400 1 h=a\r\r");
+}
+
+// The collectors' protocols: stand-ins for the `influx_lines` and `remote_write_body` targets.
+
+const VALID_LINE_BODIES: &[&str] = &[
+    "cpu,host=a,region=us-west usage=12.5,procs=301i,up=true,name=\"x y\" 1700000000000000000\n",
+    "disk\\ io,mount\\ point=/var\\,log,k\\=1=a\\=b read\\ bytes=5i,w=1u 1700000000\n# c\n\nm v=1",
+    "m,h=a v=-1.5e-3,w=F,s=\"multi\nline \\\" quote\" 5\r\nm,h=b v=18446744073709551615u,x=1i -5",
+];
+
+/// Parses a line protocol body and checks what a batch promises: every field is a point or a
+/// refusal, every name is a valid OpenTSDB name, and both APIs answer with a known status.
+fn check_lines(body: &[u8]) {
+    use strata_ingest::{InfluxApi, InfluxBatch, Precision};
+    for precision in [Precision::Nanoseconds, Precision::Hours] {
+        let batch = InfluxBatch::parse(body, precision, 1_700_000_000_000);
+        let points = batch.points().points();
+        assert_eq!(
+            batch.received(),
+            (points.len() + batch.refusals().count()) as u64
+        );
+        for p in &points {
+            assert!(
+                strata_tsdb::unescape_name(p.metric).is_some(),
+                "{}",
+                p.metric
+            );
+            for (k, v) in p.tags {
+                assert!(strata_tsdb::unescape_name(k).is_some(), "{k}");
+                assert!(strata_tsdb::unescape_name(v).is_some(), "{v}");
+            }
+        }
+        let ok: Vec<strata_tsdb::Result<()>> = points.iter().map(|_| Ok(())).collect();
+        for api in [InfluxApi::V1, InfluxApi::V2] {
+            let results = if batch.rejects_all(api) {
+                &[][..]
+            } else {
+                &ok[..]
+            };
+            let reply = batch.reply(api, results);
+            assert!(matches!(reply.status, 204 | 400 | 422), "{}", reply.status);
+            assert_eq!(reply.stored, results.len() as u64);
+        }
+    }
+}
+
+/// Decodes a remote write body (snappy around `raw`) and maps it; nothing may panic.
+fn check_remote_write(raw: &[u8]) {
+    use strata_ingest::{RemoteWriteBatch, decode_write_request};
+    let body = snap_compress(raw);
+    for b in [raw, &body[..]] {
+        match decode_write_request(b, 1 << 20) {
+            Ok(req) => {
+                let batch = RemoteWriteBatch::new(&req);
+                let n = batch.points().len();
+                let ok: Vec<strata_tsdb::Result<()>> = (0..n).map(|_| Ok(())).collect();
+                let reply = batch.reply(&ok);
+                assert!(matches!(reply.status, 204 | 400), "{}", reply.status);
+                assert_eq!(reply.stored, n as u64);
+            }
+            Err(e) => assert!(matches!(e.status(), 400 | 413)),
+        }
+    }
+}
+
+fn snap_compress(data: &[u8]) -> Vec<u8> {
+    snap::raw::Encoder::new()
+        .compress_vec(data)
+        .unwrap_or_default()
+}
+
+/// A valid protobuf `WriteRequest` (not compressed) with two series, names that need mapping,
+/// a stale marker and an empty label value.
+fn valid_write_request() -> Vec<u8> {
+    use prost::Message as _;
+    use strata_ingest::{Label, STALE_NAN_BITS, Sample, TimeSeries, WriteRequest};
+    let label = |n: &str, v: &str| Label {
+        name: n.to_string().into(),
+        value: v.to_string().into(),
+    };
+    let sample = |value: f64, timestamp: i64| Sample { value, timestamp };
+    WriteRequest {
+        timeseries: vec![
+            TimeSeries {
+                labels: vec![label("__name__", "a:b"), label("instance", "h:9090")],
+                samples: vec![
+                    sample(1.5, 1_700_000_000_000),
+                    sample(f64::from_bits(STALE_NAN_BITS), 1_700_000_015_000),
+                ],
+            },
+            TimeSeries {
+                labels: vec![label("__name__", "up"), label("job", "")],
+                samples: vec![sample(1.0, 5)],
+            },
+        ],
+    }
+    .encode_to_vec()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_collector_parsers(
+        data in prop::collection::vec(any::<u8>(), 0..512),
+    ) {
+        check_lines(&data);
+        check_remote_write(&data);
+    }
+
+    #[test]
+    fn mutated_line_bodies_keep_their_promises(
+        base in prop::sample::select(VALID_LINE_BODIES),
+        mutations in prop::collection::vec(mutation(), 1..6),
+    ) {
+        check_lines(&apply(base.as_bytes().to_vec(), &mutations));
+    }
+
+    #[test]
+    fn mutated_write_requests_never_panic(
+        mutations in prop::collection::vec(mutation(), 1..6),
+    ) {
+        check_remote_write(&apply(valid_write_request(), &mutations));
+    }
+}
+
+#[test]
+fn the_stand_in_seeds_are_valid() {
+    let raw = valid_write_request();
+    let req = strata_ingest::decode_write_request(&snap_compress(&raw), 1 << 20);
+    assert_eq!(req.map(|r| r.timeseries.len()).ok(), Some(2));
+    for body in VALID_LINE_BODIES {
+        let b = strata_ingest::InfluxBatch::parse(
+            body.as_bytes(),
+            strata_ingest::Precision::Nanoseconds,
+            1_700_000_000_000,
+        );
+        assert!(!b.points().is_empty(), "{body}");
+    }
 }

@@ -129,3 +129,42 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// The raw points of every series `/api/query` finds for `metric` with the literal `tags`
+/// between `start_ms` and `end_ms`: `(tags, [(timestamp ms, JSON number)])`, so tests can check
+/// each value's type and bits.
+pub(crate) type QueriedSeries = (serde_json::Value, Vec<(i64, serde_json::Value)>);
+
+impl Server {
+    /// Queries raw points (aggregator `none`, millisecond keys); see [`QueriedSeries`].
+    pub(crate) fn query_raw(
+        &self,
+        metric: &str,
+        tags: &[(&str, &str)],
+        start_ms: i64,
+        end_ms: i64,
+    ) -> anyhow::Result<Vec<QueriedSeries>> {
+        let tags: serde_json::Map<String, serde_json::Value> = tags
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), serde_json::Value::from(*v)))
+            .collect();
+        let body = serde_json::json!({
+            "start": start_ms, "end": end_ms, "msResolution": true,
+            "queries": [{"aggregator": "none", "metric": metric, "tags": tags}],
+        });
+        let (status, reply) = self.http("POST", "/api/query", body.to_string().as_bytes())?;
+        anyhow::ensure!(status == 200, "query {metric}: {status} {reply}");
+        let parsed: serde_json::Value = serde_json::from_str(&reply)?;
+        let mut out = Vec::new();
+        for series in parsed.as_array().context("not an array")? {
+            let dps = series["dps"].as_object().context("no dps")?;
+            let mut points = Vec::new();
+            for (k, v) in dps {
+                points.push((k.parse::<i64>()?, v.clone()));
+            }
+            points.sort_by_key(|p| p.0);
+            out.push((series["tags"].clone(), points));
+        }
+        Ok(out)
+    }
+}

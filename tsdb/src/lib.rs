@@ -12,6 +12,7 @@ mod filter;
 mod fold;
 mod fsck;
 mod meta;
+mod name_escape;
 mod point;
 mod read;
 mod rowcompact;
@@ -33,6 +34,7 @@ pub use filter::{Filter, FilterKind};
 pub use fsck::{
     FsckCounts, FsckProblem, FsckRemedy, FsckRepaired, FsckReport, SAVED_CELLS, fsck, fsck_repair,
 };
+pub use name_escape::{escape_name, unescape_name};
 pub use point::{Point, PointRef};
 pub use read::{PointColumns, Series, SeriesColumns, SeriesPoints, ValueColumn};
 pub use rowcompact::{RowCompactStats, RowCompactor};

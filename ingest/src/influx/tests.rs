@@ -1,0 +1,248 @@
+use proptest::prelude::*;
+use strata_tsdb::Value;
+
+use super::*;
+
+const NOW_MS: i64 = 1_700_000_000_000;
+
+type Owned = (String, Vec<(String, String)>, i64, Value);
+
+fn owned(b: &InfluxBatch<'_>) -> Vec<Owned> {
+    b.points()
+        .points()
+        .iter()
+        .map(|p| {
+            (
+                p.metric.to_string(),
+                p.tags
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                p.timestamp,
+                p.value,
+            )
+        })
+        .collect()
+}
+
+fn point(metric: &str, tags: &[(&str, &str)], ts: i64, v: Value) -> Owned {
+    (
+        metric.into(),
+        tags.iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect(),
+        ts,
+        v,
+    )
+}
+
+fn ok(n: usize) -> Vec<strata_tsdb::Result<()>> {
+    (0..n).map(|_| Ok(())).collect()
+}
+
+fn json(reply: &InfluxReply) -> serde_json::Value {
+    serde_json::from_slice(&reply.body).unwrap_or_default()
+}
+
+#[test]
+fn fields_become_metrics_and_types_are_kept() {
+    let body = b"weather,location=us-midwest temperature=82i,humidity=71.0,raining=true,\
+                 n=18446744073709551615u,note=\"hot\" 1465839830100400200";
+    let b = InfluxBatch::parse(body, Precision::Nanoseconds, NOW_MS);
+    let tags = [("location", "us-midwest")];
+    let ts = 1_465_839_830_100;
+    assert_eq!(
+        owned(&b),
+        vec![
+            point("weather.temperature", &tags, ts, Value::Int(82)),
+            point("weather.humidity", &tags, ts, Value::Float(71.0)),
+            point("weather.raining", &tags, ts, Value::Int(1)),
+        ]
+    );
+    assert_eq!(b.received(), 5);
+    let kinds: Vec<_> = b.refusals().collect();
+    assert_eq!(kinds, [RefusalKind::Value, RefusalKind::Value]);
+    // InfluxDB 1.x: 400 partial write naming the refused fields; 2.x: 422.
+    let r = b.reply(InfluxApi::V1, &ok(3));
+    assert_eq!((r.status, r.stored), (400, 3));
+    let msg = json(&r)["error"].as_str().unwrap_or_default().to_string();
+    assert!(msg.starts_with("partial write: 'weather,location"), "{msg}");
+    assert!(msg.contains("field \"note\" is a string"), "{msg}");
+    assert!(
+        msg.contains("unsigned value 18446744073709551615 does not fit"),
+        "{msg}"
+    );
+    assert!(msg.ends_with(" dropped=2"), "{msg}");
+    let r = b.reply(InfluxApi::V2, &ok(3));
+    assert_eq!(r.status, 422);
+    assert_eq!(json(&r)["code"], "unprocessable entity");
+    let msg = json(&r)["message"].as_str().unwrap_or_default().to_string();
+    assert!(
+        msg.starts_with("failure writing points to database: partial write: "),
+        "{msg}"
+    );
+}
+
+#[test]
+fn every_precision_lands_on_the_same_instant() {
+    let cases = [
+        (
+            Precision::Nanoseconds,
+            "1700000000123456789",
+            1_700_000_000_123,
+        ),
+        (
+            Precision::Microseconds,
+            "1700000000123456",
+            1_700_000_000_123,
+        ),
+        (Precision::Milliseconds, "1700000000123", 1_700_000_000_123),
+        (Precision::Seconds, "1700000000", 1_700_000_000_000),
+        (Precision::Minutes, "28333333", 1_699_999_980_000),
+        (Precision::Hours, "472222", 1_699_999_200_000),
+    ];
+    for (p, ts, want) in cases {
+        let body = format!("m,h=a v=1i {ts}");
+        let b = InfluxBatch::parse(body.as_bytes(), p, NOW_MS);
+        assert_eq!(owned(&b)[0].2, want, "{p:?}");
+    }
+    // No timestamp: the request's time.
+    let b = InfluxBatch::parse(b"m,h=a v=1i", Precision::Seconds, NOW_MS);
+    assert_eq!(owned(&b)[0].2, NOW_MS);
+    // Parameters as each API spells them.
+    assert_eq!(Precision::from_v1(Some("u")), Some(Precision::Microseconds));
+    assert_eq!(Precision::from_v1(None), Some(Precision::Nanoseconds));
+    assert_eq!(Precision::from_v1(Some("h")), Some(Precision::Hours));
+    assert_eq!(Precision::from_v1(Some("x")), None);
+    assert_eq!(
+        Precision::from_v2(Some("us")),
+        Some(Precision::Microseconds)
+    );
+    assert_eq!(Precision::from_v2(Some("h")), None);
+    let r = Precision::invalid_reply(InfluxApi::V2, "h");
+    assert_eq!(r.status, 400);
+    assert_eq!(json(&r)["code"], "invalid");
+}
+
+#[test]
+fn escaped_names_are_mapped_for_opentsdb() {
+    let body = br"disk\ io,mount\ point=/var\,log,k\=1=a\=b read\ bytes=5i 1700000000";
+    let b = InfluxBatch::parse(body, Precision::Seconds, NOW_MS);
+    assert_eq!(
+        owned(&b),
+        vec![point(
+            "disk__x20_io.read__x20_bytes",
+            &[
+                ("mount__x20_point", "/var__x2C_log"),
+                ("k__x3D_1", "a__x3D_b")
+            ],
+            1_700_000_000_000,
+            Value::Int(5)
+        )]
+    );
+}
+
+#[test]
+fn a_partly_bad_batch_is_answered_as_influxdb_does() {
+    let body = b"m,h=a v=1i 1700000000\nm,h=b v=oops 1700000000\nm,h=c v=3i 1700000000\n";
+    let b = InfluxBatch::parse(body, Precision::Seconds, NOW_MS);
+    assert_eq!(b.points().len(), 2);
+    // 1.x stores the good lines and answers 400 "partial write".
+    assert!(!b.rejects_all(InfluxApi::V1));
+    let r = b.reply(InfluxApi::V1, &ok(2));
+    assert_eq!((r.status, r.stored), (400, 2));
+    assert_eq!(
+        json(&r)["error"],
+        "partial write: unable to parse 'm,h=b v=oops 1700000000': invalid boolean dropped=0"
+    );
+    // 2.x stores nothing and answers 400 "invalid".
+    assert!(b.rejects_all(InfluxApi::V2));
+    let r = b.reply(InfluxApi::V2, &[]);
+    assert_eq!((r.status, r.stored), (400, 0));
+    assert_eq!(
+        json(&r),
+        serde_json::json!({"code": "invalid",
+            "message": "unable to parse 'm,h=b v=oops 1700000000': invalid boolean"})
+    );
+    // Nothing parses: 1.x answers without the "partial write" prefix.
+    let b = InfluxBatch::parse(b"bad\nworse x", Precision::Seconds, NOW_MS);
+    let r = b.reply(InfluxApi::V1, &[]);
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        json(&r)["error"],
+        "unable to parse 'bad': missing fields\nunable to parse 'worse x': invalid field format"
+    );
+}
+
+#[test]
+fn storage_refusals_and_failures() {
+    let b = InfluxBatch::parse(b"m v=1i 1700000000", Precision::Seconds, NOW_MS);
+    let no_tags = Err(strata_tsdb::Error::NoTags {
+        metric: "m.v".into(),
+    });
+    let r = b.reply(InfluxApi::V1, &[no_tags]);
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        json(&r)["error"],
+        "partial write: 'm v=1i 1700000000': Need at least one tag (metric=m.v, tags={}) dropped=1"
+    );
+    let failed = Err(strata_tsdb::Error::SeriesExhausted { count: 1 });
+    assert_eq!(b.reply(InfluxApi::V1, &[failed]).status, 500);
+    let failed = Err(strata_tsdb::Error::SeriesExhausted { count: 1 });
+    let r = b.reply(InfluxApi::V2, &[failed]);
+    assert_eq!(
+        (r.status, json(&r)["code"].clone()),
+        (500, "internal error".into())
+    );
+}
+
+#[test]
+fn empty_bodies() {
+    let b = InfluxBatch::parse(b"", Precision::Nanoseconds, NOW_MS);
+    assert_eq!(b.reply(InfluxApi::V1, &[]).status, 204);
+    let r = b.reply(InfluxApi::V2, &[]);
+    assert_eq!(
+        (r.status, json(&r)["message"].clone()),
+        (400, "writing requires points".into())
+    );
+    let b = InfluxBatch::parse(b"# only a comment\n", Precision::Nanoseconds, NOW_MS);
+    assert_eq!(b.reply(InfluxApi::V2, &[]).status, 204);
+}
+
+#[test]
+fn timestamps_storage_cannot_hold_are_refused() {
+    let b = InfluxBatch::parse(b"m,h=a v=1i,w=2i -5", Precision::Seconds, NOW_MS);
+    assert!(b.points().is_empty());
+    assert_eq!(b.refusals().count(), 2);
+    let b = InfluxBatch::parse(b"m,h=a v=1 9223372036854775807", Precision::Hours, NOW_MS);
+    let r = b.reply(InfluxApi::V1, &[]);
+    assert_eq!(
+        json(&r)["error"],
+        "unable to parse 'm,h=a v=1 9223372036854775807': time outside range"
+    );
+}
+
+proptest! {
+    /// Any body parses into points and errors without a panic, and answers on both APIs.
+    #[test]
+    fn arbitrary_bodies_never_panic(body in proptest::collection::vec(any::<u8>(), 0..400)) {
+        let b = InfluxBatch::parse(&body, Precision::Nanoseconds, NOW_MS);
+        let results = ok(b.points().len());
+        let _ = b.reply(InfluxApi::V1, &results);
+        let _ = b.reply(InfluxApi::V2, &results);
+    }
+
+    /// Integers keep all 64 bits and floats all their bits.
+    #[test]
+    fn values_are_exact(i in any::<i64>(), f in any::<f64>().prop_filter("finite", |f| f.is_finite())) {
+        let body = format!("m,h=a i={i}i,f={f:?} 1700000000");
+        let b = InfluxBatch::parse(body.as_bytes(), Precision::Seconds, NOW_MS);
+        let pts = owned(&b);
+        prop_assert_eq!(pts.len(), 2, "{}", body);
+        prop_assert_eq!(&pts[0].3, &Value::Int(i));
+        let Value::Float(got) = pts[1].3 else {
+            return Err(TestCaseError::fail("not a float"));
+        };
+        prop_assert_eq!(got.to_bits(), f.to_bits());
+    }
+}

@@ -1,0 +1,146 @@
+//! The collectors' write endpoints: `POST /api/v1/write` (Prometheus remote write 1.0) and
+//! `POST /write`, `POST /api/v2/write` (Influx line protocol). strata-ingest parses and
+//! answers; this module reads the body, stores the points, and counts them.
+//!
+//! Both take `?sync` as `/api/put` does: the answer waits until the WAL is fsynced.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use hyper::Request;
+use hyper::body::Incoming;
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use strata_ingest::{
+    InfluxApi, InfluxBatch, InfluxReply, Precision, RemoteWriteBatch, decode_write_request,
+};
+use strata_tsdb::PointRef;
+
+use crate::http::{Resp, Shared, flag, query_param, raw, read_body};
+use crate::metrics::{ProtocolCounters, reason, refusal_reason, tsdb_error_reason};
+
+/// Bodies from this size are parsed and stored off the async worker, as `/api/put` does.
+const OFFLOAD_BYTES: usize = 64 << 10;
+
+/// Handles `POST /api/v1/write`.
+pub(crate) async fn remote_write(req: Request<Incoming>, shared: &Shared) -> Resp {
+    let sync = flag(req.uri().query().unwrap_or(""), "sync");
+    let body = match read_body(req, shared).await {
+        Ok(body) => body,
+        Err(resp) => return resp,
+    };
+    // Compressed size: a Prometheus request (2000 samples, about 35 KiB) stays on the worker,
+    // because handing such requests over makes parallel writers contend for the write path,
+    // which costs more CPU than the parallel decoding saves.
+    off_worker(sync || body.len() >= OFFLOAD_BYTES, || {
+        remote_write_now(&body, shared, sync)
+    })
+}
+
+fn remote_write_now(body: &[u8], shared: &Shared, sync: bool) -> Resp {
+    let c = &shared.metrics.remote_write;
+    let req = match decode_write_request(body, shared.config.max_body_bytes) {
+        Ok(req) => req,
+        Err(e) => {
+            c.rejected(reason::BAD_SYNTAX);
+            return text(e.status(), format!("{e}\n"));
+        }
+    };
+    let batch = RemoteWriteBatch::new(&req);
+    c.received.inc_by(batch.samples() - batch.stale_markers());
+    shared
+        .metrics
+        .remote_write_stale
+        .inc_by(batch.stale_markers());
+    c.rejected_by(reason::BAD_VALUE, batch.not_finite());
+    for kind in batch.refusals() {
+        c.rejected(refusal_reason(kind));
+    }
+    let results = store(shared, c, &batch.points().points(), sync);
+    let reply = batch.reply(&results);
+    c.stored.inc_by(reply.stored);
+    text(reply.status, reply.body)
+}
+
+/// Handles `POST /write` ([`InfluxApi::V1`]) and `POST /api/v2/write` ([`InfluxApi::V2`]).
+/// `db`, `rp`, `org` and `bucket` are accepted and ignored: Strata has one database.
+pub(crate) async fn influx(api: InfluxApi, req: Request<Incoming>, shared: &Shared) -> Resp {
+    let query = req.uri().query().unwrap_or("").to_owned();
+    let given = query_param(&query, "precision");
+    let precision = match api {
+        InfluxApi::V1 => Precision::from_v1(given.as_deref()),
+        InfluxApi::V2 => Precision::from_v2(given.as_deref()),
+    };
+    let Some(precision) = precision else {
+        return influx_reply(Precision::invalid_reply(api, &given.unwrap_or_default()));
+    };
+    let sync = flag(&query, "sync");
+    // One "now" for every line without a timestamp, as InfluxDB does.
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let body = match read_body(req, shared).await {
+        Ok(body) => body,
+        Err(resp) => return resp,
+    };
+    off_worker(sync || body.len() >= OFFLOAD_BYTES, || {
+        let c = &shared.metrics.influx;
+        let batch = InfluxBatch::parse(&body, precision, now_ms);
+        c.received.inc_by(batch.received());
+        for kind in batch.refusals() {
+            c.rejected(refusal_reason(kind));
+        }
+        let results = if batch.rejects_all(api) {
+            c.rejected_by(reason::BAD_SYNTAX, batch.points().len() as u64);
+            Vec::new()
+        } else {
+            store(shared, c, &batch.points().points(), sync)
+        };
+        let reply = batch.reply(api, &results);
+        c.stored.inc_by(reply.stored);
+        influx_reply(reply)
+    })
+}
+
+/// Stores `points` and counts the ones storage refused.
+fn store<S: AsRef<str>>(
+    shared: &Shared,
+    c: &ProtocolCounters,
+    points: &[PointRef<'_, S>],
+    sync: bool,
+) -> Vec<strata_tsdb::Result<()>> {
+    let tsdb = &shared.tsdb;
+    let results = if sync {
+        tsdb.write_sync(points)
+    } else {
+        crate::put::write_in_place(tsdb, || tsdb.write(points))
+    };
+    for e in results.iter().filter_map(|r| r.as_ref().err()) {
+        c.rejected(tsdb_error_reason(e));
+    }
+    results
+}
+
+/// Runs `work` in place, or, when `offload` (a large body, or a `sync` write that waits for an
+/// fsync), with the worker's other connections handed to another thread.
+fn off_worker<T>(offload: bool, work: impl FnOnce() -> T) -> T {
+    if offload {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
+    }
+}
+
+fn influx_reply(reply: InfluxReply) -> Resp {
+    raw(reply.status, reply.body)
+}
+
+fn text(status: u16, body: String) -> Resp {
+    let empty = body.is_empty();
+    let mut resp = raw(status, body.into_bytes());
+    if !empty {
+        resp.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+    }
+    resp
+}
