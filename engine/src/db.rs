@@ -372,6 +372,7 @@ impl Db {
         spawn_worker(
             "strata-apply",
             "applying queued writes",
+            Priority::Foreground,
             Arc::downgrade(&inner),
             applier,
             |inner| {
@@ -608,33 +609,54 @@ impl Db {
 /// Starts the thread that flushes frozen memtables while the database is open, waking the
 /// compaction thread after each flush.
 fn spawn_flusher(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
-    spawn_worker("strata-flush", "memtable flush", db, signal, |inner| {
-        let flushed = (|| {
-            while inner.flush_oldest()? {
-                inner.compact_signal.wake();
+    spawn_worker(
+        "strata-flush",
+        "memtable flush",
+        Priority::Background,
+        db,
+        signal,
+        |inner| {
+            let flushed = (|| {
+                while inner.flush_oldest()? {
+                    inner.compact_signal.wake();
+                }
+                Ok(())
+            })();
+            if flushed.is_err() {
+                inner.counters.flush_errors.fetch_add(1, Ordering::Relaxed);
             }
-            Ok(())
-        })();
-        if flushed.is_err() {
-            inner.counters.flush_errors.fetch_add(1, Ordering::Relaxed);
-        }
-        flushed
-    })
+            flushed
+        },
+    )
 }
 
 /// Starts the thread that runs due compactions while the database is open, apart from the
 /// flush thread: a compaction of a large level takes seconds, and flushes must go on meanwhile.
 fn spawn_compactor(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
-    spawn_worker("strata-compact", "compaction", db, signal, |inner| {
-        let compacted = inner.compact_due();
-        if compacted.is_err() {
-            inner
-                .counters
-                .compaction_errors
-                .fetch_add(1, Ordering::Relaxed);
-        }
-        compacted
-    })
+    spawn_worker(
+        "strata-compact",
+        "compaction",
+        Priority::Background,
+        db,
+        signal,
+        |inner| {
+            let compacted = inner.compact_due();
+            if compacted.is_err() {
+                inner
+                    .counters
+                    .compaction_errors
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            compacted
+        },
+    )
+}
+
+/// Whether a worker thread serves writers that wait for it or works in the background.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Priority {
+    Foreground,
+    Background,
 }
 
 /// The first wait before a failed background job runs again. Each failure in a row doubles
@@ -652,6 +674,7 @@ const RETRY_MAX: Duration = Duration::from_secs(10);
 fn spawn_worker(
     name: &str,
     what: &'static str,
+    priority: Priority,
     db: Weak<Inner>,
     signal: Arc<Signal>,
     work: impl Fn(&Inner) -> Result<()> + Send + 'static,
@@ -659,6 +682,9 @@ fn spawn_worker(
     std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
+            if priority == Priority::Background {
+                crate::priority::lower_current_thread();
+            }
             let mut retry: Option<Duration> = None;
             loop {
                 signal.wait();

@@ -25,6 +25,7 @@ mod key;
 mod manifest;
 mod memtable;
 mod options;
+pub mod priority;
 mod read;
 mod scan;
 mod sst;
