@@ -2,6 +2,7 @@
 //! page and `/metrics`.
 
 mod api;
+pub mod auth;
 pub mod compact;
 pub mod config;
 mod http;
