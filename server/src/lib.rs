@@ -12,6 +12,7 @@ pub mod put;
 pub mod server;
 mod stats;
 mod telnet;
+pub mod tls;
 mod ui;
 mod unwind;
 mod version;
