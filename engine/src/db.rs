@@ -48,41 +48,21 @@ use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
 use crate::compaction::{self, FileSummary, Plan, PlanOptions};
 use crate::error::{Error, Result};
+use crate::file_name::{MANIFEST_NAME, parse_sst_file_name, sst_file_name};
 use crate::fs::{AtomicWriteError, FileSystem, LocalFs};
 use crate::key::{Entry, EntryKind, Found};
-use crate::manifest::{FileMeta, MANIFEST_NAME, Manifest, parse_sst_file_name, sst_file_name};
+use crate::manifest::{FileMeta, Manifest};
 use crate::memtable::Memtable;
 use crate::options::{DbOptions, SyncPolicy, TableOptions};
 use crate::read::{FileRows, RowStream, Rows, Source};
 use crate::scan::{Cell, Row, RowIter, ScanOptions};
 use crate::sst::{RowRange, SstBuilder, SstReader};
 use crate::stats::{EngineStats, LevelStats};
+use crate::table::Table;
 use crate::wal::{self, DecodedEntry, Entry as WalEntry, Wal, decode_entry};
 
 /// Where a flush hands its entries, one at a time.
 type EntrySink<'a> = dyn FnMut(&Entry) -> Result<()> + 'a;
-
-/// A handle to a table, cheap to clone.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Table {
-    id: u32,
-    name: Arc<str>,
-}
-
-impl Table {
-    pub(crate) fn new(id: u32, name: Arc<str>) -> Table {
-        Table { id, name }
-    }
-
-    /// The table's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    pub(crate) fn id(&self) -> u32 {
-        self.id
-    }
-}
 
 /// An open database. Cheap to clone; every clone shares the same state.
 #[derive(Debug, Clone)]

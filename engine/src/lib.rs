@@ -16,9 +16,11 @@ mod batch;
 mod block;
 mod bloom;
 mod cache;
+mod coding;
 mod compaction;
 mod db;
 mod error;
+mod file_name;
 mod fold;
 mod fs;
 mod key;
@@ -29,13 +31,14 @@ mod read;
 mod scan;
 mod sst;
 mod stats;
+mod table;
 #[cfg(feature = "testing")]
 mod testing;
 mod verify;
 mod wal;
 
 pub use batch::WriteBatch;
-pub use db::{Db, Snapshot, Table};
+pub use db::{Db, Snapshot};
 pub use error::{Error, ErrorKind, Result};
 pub use fold::{FlushFold, FlushFolder, FoldEntry, FoldKind, FoldOut};
 pub use fs::fault::Faults;
@@ -48,6 +51,7 @@ pub use scan::{Cell, Row, RowFilter, RowIter, ScanOptions};
 #[cfg(feature = "testing")]
 pub use sst::{fuzz_fix_sst_checksums, fuzz_read_sst};
 pub use stats::{EngineStats, LevelStats};
+pub use table::Table;
 #[cfg(feature = "testing")]
 pub use testing::{WalReplay, fuzz_fix_wal_checksums, fuzz_replay_wal};
 pub use verify::{

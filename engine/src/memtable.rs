@@ -44,6 +44,7 @@ use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxBuildHasher;
 
 use crate::batch::OpRef;
+use crate::coding::put_varint;
 use crate::fold::{FlushFold, FoldEntry, FoldKind, FoldOut};
 use crate::key::{Entry, EntryKind, Found, InternalKey};
 use crate::sst::RowRange;
@@ -93,15 +94,6 @@ fn cmp_slot(a: (u8, &[u8], u64), b: (u8, &[u8], u64)) -> CmpOrdering {
     a.0.cmp(&b.0)
         .then_with(|| a.1.cmp(b.1))
         .then_with(|| b.2.cmp(&a.2))
-}
-
-#[inline]
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 #[inline]
