@@ -17,28 +17,36 @@ mod block;
 mod bloom;
 mod cache;
 mod coding;
+mod compact;
 mod compaction;
 mod db;
 mod error;
 mod file_name;
+mod flush;
 mod fold;
 mod fs;
+mod inner;
 mod key;
 mod manifest;
 mod memtable;
+mod open;
 mod options;
 mod read;
 mod scan;
+mod snapshot;
 mod sst;
+mod state;
 mod stats;
 mod table;
 #[cfg(feature = "testing")]
 mod testing;
 mod verify;
 mod wal;
+mod worker;
+mod write;
 
 pub use batch::WriteBatch;
-pub use db::{Db, Snapshot};
+pub use db::Db;
 pub use error::{Error, ErrorKind, Result};
 pub use fold::{FlushFold, FlushFolder, FoldEntry, FoldKind, FoldOut};
 pub use fs::fault::Faults;
@@ -48,6 +56,7 @@ pub use options::{
     Clock, Compression, DbOptions, FilterMode, SyncPolicy, SystemClock, TableOptions,
 };
 pub use scan::{Cell, Row, RowFilter, RowIter, ScanOptions};
+pub use snapshot::Snapshot;
 #[cfg(feature = "testing")]
 pub use sst::{fuzz_fix_sst_checksums, fuzz_read_sst};
 pub use stats::{EngineStats, LevelStats};
