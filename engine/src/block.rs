@@ -148,7 +148,7 @@ impl BlockBuilder {
 
     /// Takes back a finished block's buffer, emptied, for the next block: otherwise every
     /// block grows its buffer from nothing, through a dozen reallocations onto fresh memory
-    /// (about 1.4 % of the server's CPU in the devops ingest, mostly the kernel zeroing pages).
+    /// that the kernel must zero first.
     pub(crate) fn recycle(&mut self, mut buf: Vec<u8>) {
         if self.buf.is_empty() && buf.capacity() > self.buf.capacity() {
             buf.clear();
