@@ -11,11 +11,12 @@
 //! ```
 //!
 //! `kind` is 1 = put, 2 = delete cell, 3 = delete row. Varints are unsigned LEB128 (7 bits per
-//! byte, least significant group first, high bit set on every byte but the last), at most 5
-//! bytes for a u32 and 10 for a u64. The WAL wraps these bytes in a batch record (see
-//! `wal.rs`).
+//! byte, least significant group first, high bit set on every byte but the last, see
+//! `coding.rs`), at most 5 bytes for a u32 and 10 for a u64. The WAL wraps these bytes in a
+//! batch record (see `wal.rs`).
 
-use crate::db::Table;
+use crate::coding::{Cursor, put_varint};
+use crate::table::Table;
 
 const KIND_PUT: u8 = 1;
 const KIND_DELETE: u8 = 2;
@@ -173,66 +174,9 @@ pub(crate) fn decode_ops(data: &[u8], count: u64) -> Result<Vec<OpRef<'_>>, Stri
     Ok(ops)
 }
 
-/// Appends `v` as an unsigned LEB128 varint.
-pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_varint(out, b.len() as u64);
     out.extend_from_slice(b);
-}
-
-/// A reader over encoded bytes; every method returns `None` on truncated or malformed input.
-#[derive(Debug)]
-pub(crate) struct Cursor<'a>(pub(crate) &'a [u8]);
-
-impl<'a> Cursor<'a> {
-    pub(crate) fn byte(&mut self) -> Option<u8> {
-        let (&b, rest) = self.0.split_first()?;
-        self.0 = rest;
-        Some(b)
-    }
-
-    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (a, b) = self.0.split_at(n);
-        self.0 = b;
-        Some(a)
-    }
-
-    /// An unsigned LEB128 varint of at most 10 bytes that fits in a u64; rejects overlong
-    /// encodings' overflow.
-    pub(crate) fn varint(&mut self) -> Option<u64> {
-        let mut v = 0u64;
-        for i in 0..10 {
-            let b = self.byte()?;
-            let bits = u64::from(b & 0x7f);
-            if i == 9 && bits > 1 {
-                return None;
-            }
-            v |= bits << (7 * i);
-            if b & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
-    }
-
-    pub(crate) fn varint_u32(&mut self) -> Option<u32> {
-        self.varint().and_then(|v| u32::try_from(v).ok())
-    }
-
-    pub(crate) fn bytes(&mut self) -> Option<&'a [u8]> {
-        let n = usize::try_from(self.varint()?).ok()?;
-        self.take(n)
-    }
 }
 
 #[cfg(test)]
@@ -294,15 +238,6 @@ mod tests {
         #[test]
         fn decode_never_panics(data in proptest::collection::vec(any::<u8>(), 0..64), n in 0u64..10) {
             let _ = decode_ops(&data, n);
-        }
-
-        #[test]
-        fn varint_round_trips(v in any::<u64>()) {
-            let mut out = Vec::new();
-            put_varint(&mut out, v);
-            let mut c = Cursor(&out);
-            prop_assert_eq!(c.varint(), Some(v));
-            prop_assert!(c.0.is_empty());
         }
     }
 

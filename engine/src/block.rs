@@ -51,10 +51,9 @@ use bytes::Bytes;
 
 pub(crate) use iter::{BlockIter, BlockRevIter};
 
+use crate::coding::{be_u32, put_varint, take, usize_len};
 use crate::error::{Error, Result};
-#[cfg(test)]
-use crate::key::get_varint;
-use crate::key::{Entry, EntryKind, InternalKey, put_varint, take, usize_len};
+use crate::key::{Entry, EntryKind, InternalKey};
 
 /// Entries between restart points. 16 keeps a seek's linear scan short while the restart array
 /// stays under 2% of a block of small time-series cells.
@@ -149,7 +148,7 @@ impl BlockBuilder {
 
     /// Takes back a finished block's buffer, emptied, for the next block: otherwise every
     /// block grows its buffer from nothing, through a dozen reallocations onto fresh memory
-    /// (about 1.4 % of the server's CPU in the devops ingest, mostly the kernel zeroing pages).
+    /// that the kernel must zero first.
     pub(crate) fn recycle(&mut self, mut buf: Vec<u8>) {
         if self.buf.is_empty() && buf.capacity() > self.buf.capacity() {
             buf.clear();
@@ -455,7 +454,7 @@ pub(crate) fn check_order(
 }
 
 /// A LEB128 varint, inlined, with a fast path for the one-byte case; the same checks as
-/// `key::get_varint`.
+/// `coding::get_varint`.
 #[inline]
 fn varint(buf: &mut &[u8]) -> std::result::Result<u64, &'static str> {
     let b = *buf;
@@ -487,12 +486,6 @@ fn varint(buf: &mut &[u8]) -> std::result::Result<u64, &'static str> {
 #[inline]
 fn varint_len(buf: &mut &[u8]) -> std::result::Result<usize, &'static str> {
     usize_len(varint(buf)?)
-}
-
-fn be_u32(b: &[u8]) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[..4]);
-    u32::from_be_bytes(a)
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@
 use bytes::Bytes;
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::key::put_varint;
+use crate::coding::put_varint;
 
 /// Bits per key. 10 gives about a 1% false-positive rate with 7 probes, which costs 1.25 bytes
 /// per distinct row and saves a block read for most gets of absent rows.

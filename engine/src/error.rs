@@ -6,8 +6,8 @@ use std::sync::Arc;
 /// Result alias for the engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Who is at fault for an error, so API layers can map it to a status code without matching
-/// deep variants.
+/// Who is at fault for an error, so API layers derive the HTTP status and the metric label
+/// from [`Error::kind`] alone, without matching variants or message text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
     /// The caller asked for something invalid.
@@ -89,6 +89,31 @@ impl Error {
             file: file.into(),
             offset,
             detail: detail.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_has_a_kind() {
+        let io = |kind| Error::io("writing", io::Error::from(kind));
+        let cases = [
+            (Error::InvalidArgument("x".into()), ErrorKind::Client),
+            (Error::NoSuchTable("t".into()), ErrorKind::NotFound),
+            (io(io::ErrorKind::StorageFull), ErrorKind::Unavailable),
+            (io(io::ErrorKind::PermissionDenied), ErrorKind::Server),
+            (Error::corruption("f", 3, "bad"), ErrorKind::Server),
+            (Error::Closed("dropped".into()), ErrorKind::Server),
+            (
+                Error::WalFailed(Arc::new(io(io::ErrorKind::Other))),
+                ErrorKind::Unavailable,
+            ),
+        ];
+        for (e, kind) in cases {
+            assert_eq!(e.kind(), kind, "{e}");
         }
     }
 }

@@ -24,6 +24,8 @@ use std::cmp::Ordering;
 
 use bytes::Bytes;
 
+use crate::coding::{get_varint, put_varint, take, usize_len};
+
 /// What an entry does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum EntryKind {
@@ -241,47 +243,6 @@ impl Found {
     }
 }
 
-/// Appends `v` as a LEB128 varint (7 bits per byte, low group first, high bit = more).
-pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// Reads a LEB128 varint from the front of `buf`, advancing it.
-pub(crate) fn get_varint(buf: &mut &[u8]) -> Result<u64, &'static str> {
-    let mut v: u64 = 0;
-    for i in 0..10 {
-        let (&b, rest) = buf.split_first().ok_or("truncated varint")?;
-        *buf = rest;
-        if i == 9 && b > 1 {
-            return Err("varint overflows u64");
-        }
-        v |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    Err("varint longer than 10 bytes")
-}
-
-/// Converts a decoded length to `usize`.
-pub(crate) fn usize_len(v: u64) -> Result<usize, &'static str> {
-    usize::try_from(v).map_err(|_| "length does not fit in memory")
-}
-
-/// Takes `n` bytes from the front of `buf`, advancing it.
-pub(crate) fn take<'a>(buf: &mut &'a [u8], n: usize) -> Result<&'a [u8], &'static str> {
-    if buf.len() < n {
-        return Err("length runs past the end of its buffer");
-    }
-    let (head, rest) = buf.split_at(n);
-    *buf = rest;
-    Ok(head)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,15 +300,6 @@ mod tests {
                 let mut s = &buf[..cut];
                 prop_assert!(InternalKey::decode_from(&mut s).is_err());
             }
-        }
-
-        #[test]
-        fn varint_round_trips(v in any::<u64>()) {
-            let mut buf = Vec::new();
-            put_varint(&mut buf, v);
-            let mut s = buf.as_slice();
-            prop_assert_eq!(get_varint(&mut s), Ok(v));
-            prop_assert!(s.is_empty());
         }
     }
 }

@@ -16,27 +16,38 @@ mod batch;
 mod block;
 mod bloom;
 mod cache;
+mod coding;
+mod compact;
 mod compaction;
 mod db;
 mod error;
+mod file_name;
+mod flush;
 mod fold;
 mod fs;
+mod inner;
 mod key;
 mod manifest;
 mod memtable;
+mod open;
 mod options;
 pub mod priority;
 mod read;
 mod scan;
+mod snapshot;
 mod sst;
+mod state;
 mod stats;
+mod table;
 #[cfg(feature = "testing")]
 mod testing;
 mod verify;
 mod wal;
+mod worker;
+mod write;
 
 pub use batch::WriteBatch;
-pub use db::{Db, Snapshot, Table};
+pub use db::Db;
 pub use error::{Error, ErrorKind, Result};
 pub use fold::{FlushFold, FlushFolder, FoldEntry, FoldKind, FoldOut};
 pub use fs::fault::Faults;
@@ -46,9 +57,11 @@ pub use options::{
     Clock, Compression, DbOptions, FilterMode, SyncPolicy, SystemClock, TableOptions,
 };
 pub use scan::{Cell, Row, RowFilter, RowIter, ScanOptions};
+pub use snapshot::Snapshot;
 #[cfg(feature = "testing")]
 pub use sst::{fuzz_fix_sst_checksums, fuzz_read_sst};
 pub use stats::{EngineStats, LevelStats};
+pub use table::Table;
 #[cfg(feature = "testing")]
 pub use testing::{WalReplay, fuzz_fix_wal_checksums, fuzz_replay_wal};
 pub use verify::{

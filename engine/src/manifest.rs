@@ -29,12 +29,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::batch::{Cursor, put_varint};
+use crate::coding::{Cursor, put_varint};
 use crate::error::{Error, Result};
+use crate::file_name::MANIFEST_NAME;
 use crate::fs::{AtomicWriteError, FileSystem};
-
-/// The manifest's file name.
-pub(crate) const MANIFEST_NAME: &str = "MANIFEST";
 const MAGIC: &[u8; 4] = b"SMAN";
 const VERSION: u16 = 1;
 /// Magic, version, reserved, body length.
@@ -47,24 +45,10 @@ pub(crate) struct FileMeta {
     pub(crate) table: u32,
     /// Its LSM level.
     pub(crate) level: u8,
-    /// Its id; the file is named by [`sst_file_name`].
+    /// Its id; the file is named by [`crate::file_name::sst_file_name`].
     pub(crate) id: u64,
     /// Its size in bytes.
     pub(crate) bytes: u64,
-}
-
-/// The name of SST file `id`.
-pub(crate) fn sst_file_name(id: u64) -> String {
-    format!("{id:016x}.sst")
-}
-
-/// The id in an SST file name, if `name` is one.
-pub(crate) fn parse_sst_file_name(name: &str) -> Option<u64> {
-    let hex = name.strip_suffix(".sst")?;
-    if hex.len() != 16 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    u64::from_str_radix(hex, 16).ok()
 }
 
 /// The whole persisted state.
@@ -249,13 +233,6 @@ mod tests {
         for len in 0..bytes.len() {
             assert!(Manifest::decode(&bytes[..len], "M").is_err());
         }
-    }
-
-    #[test]
-    fn sst_names_round_trip() {
-        assert_eq!(parse_sst_file_name(&sst_file_name(42)), Some(42));
-        assert_eq!(parse_sst_file_name("42.sst"), None);
-        assert_eq!(parse_sst_file_name("MANIFEST"), None);
     }
 
     /// Format v1, frozen: `sample()` must keep encoding to exactly these bytes, and they must

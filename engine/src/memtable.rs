@@ -21,9 +21,8 @@
 //! the column's length, 63 meaning "63 or more, the rest follows". `base` is the memtable's first
 //! sequence number. A write time is kept once per batch (all entries of a batch share it), not
 //! per entry. A time-series point (a 3-byte column and a value of a few bytes) takes about a
-//! dozen bytes, against the 50 it took as a fixed-size entry beside an arena copy; with a
-//! million series, a memtable of the same size holds four times the points, so each flush
-//! writes fewer, longer rows.
+//! dozen bytes, so a memtable of a given size holds many points per row, and each flush writes
+//! fewer, longer rows.
 //!
 //! Rows are found by a hash index of row ids (four bytes a row), and their key order is sorted
 //! only when a reader or a flush asks for it, and then only for the rows added since: a write
@@ -33,561 +32,33 @@
 //! win: a put or cell delete replaces an entry of the same cell and seq, and a row delete drops
 //! the row's cell entries of its own seq (the earlier operations of the batch).
 
-use std::cmp::Ordering as CmpOrdering;
+mod arena;
+mod index;
+mod log;
+mod row;
+
 use std::collections::BTreeMap;
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::{Bytes, BytesMut};
-use hashbrown::HashTable;
-use parking_lot::{Mutex, RwLock};
-use rustc_hash::FxBuildHasher;
+use parking_lot::RwLock;
 
+use self::arena::Arena;
+use self::index::TableRows;
+use self::log::{View, cell_of, cmp_slot};
+use self::row::{Row, SPILL_OVERHEAD, Spilled};
 use crate::batch::OpRef;
 use crate::fold::{FlushFold, FoldEntry, FoldKind, FoldOut};
 use crate::key::{Entry, EntryKind, Found, InternalKey};
 use crate::sst::RowRange;
 
-/// Bytes charged per spilled entry on top of its column and value.
-const SPILL_OVERHEAD: u64 = std::mem::size_of::<Spilled>() as u64;
 /// Bytes charged per row on top of its key and log: the row itself, its slot in the hash
 /// index (four bytes, with the table's spare capacity) and in the sorted order.
 const ROW_OVERHEAD: u64 = std::mem::size_of::<Row>() as u64 + 10 + 4;
 /// Bytes charged per batch (its sequence number and write time).
 const BATCH_OVERHEAD: u64 = 16;
-/// Size of one arena chunk. Large enough that chunk allocations are rare next to the cells
-/// they hold, small enough that a slice kept alive by a reader pins little memory.
-const ARENA_CHUNK: usize = 64 << 10;
 /// Size of one chunk of row keys.
 const KEY_CHUNK: usize = 16 << 10;
-/// The longest column length the tag holds; longer lengths continue in a varint.
-const TAG_COLUMN_MAX: usize = 63;
-/// Bytes of the last entry's column kept in the row, so that the append test compares a
-/// time-series column without reading the log.
-const HEAD_LEN: usize = 8;
-
-fn kind_code(kind: EntryKind) -> u8 {
-    match kind {
-        EntryKind::Put => 0,
-        EntryKind::DeleteCell => 1,
-        EntryKind::DeleteRow => 2,
-    }
-}
-
-fn kind_of(code: u8) -> EntryKind {
-    match code & 3 {
-        0 => EntryKind::Put,
-        1 => EntryKind::DeleteCell,
-        _ => EntryKind::DeleteRow,
-    }
-}
-
-/// 0 for a row tombstone, 1 for a cell entry: tombstones sort first.
-fn cell_of(kind: EntryKind) -> u8 {
-    u8::from(kind != EntryKind::DeleteRow)
-}
-
-/// Orders two entries of one row like [`InternalKey`]s, ignoring the kind of two cell entries
-/// (within a batch a later one replaces an earlier one of the same cell).
-fn cmp_slot(a: (u8, &[u8], u64), b: (u8, &[u8], u64)) -> CmpOrdering {
-    a.0.cmp(&b.0)
-        .then_with(|| a.1.cmp(b.1))
-        .then_with(|| b.2.cmp(&a.2))
-}
-
-#[inline]
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-#[inline]
-fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let b = *bytes.get(*at)?;
-        *at += 1;
-        v |= u64::from(b & 0x7f) << shift;
-        if b < 0x80 {
-            return Some(v);
-        }
-    }
-    None
-}
-
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-fn unzigzag(v: u64) -> i64 {
-    (v >> 1) as i64 ^ -((v & 1) as i64)
-}
-
-/// Appends one entry to a log.
-#[inline]
-fn encode_entry(log: &mut Vec<u8>, kind: EntryKind, seq_delta: i64, column: &[u8], value: &[u8]) {
-    let short = column.len().min(TAG_COLUMN_MAX);
-    log.push(kind_code(kind) | (short as u8) << 2);
-    if short == TAG_COLUMN_MAX {
-        put_varint(log, (column.len() - TAG_COLUMN_MAX) as u64);
-    }
-    put_varint(log, zigzag(seq_delta));
-    log.extend_from_slice(column);
-    put_varint(log, value.len() as u64);
-    log.extend_from_slice(value);
-}
-
-/// One entry of a row, borrowed from its log or from the arena.
-#[derive(Debug, Clone, Copy)]
-struct View<'a> {
-    kind: EntryKind,
-    seq: u64,
-    column: &'a [u8],
-    value: &'a [u8],
-    /// Where it lives: `None` in the log (`column` and `value` are slices of it), `Some` in the
-    /// arena.
-    spilled: Option<ArenaPos>,
-}
-
-impl View<'_> {
-    fn slot(&self) -> (u8, &[u8], u64) {
-        (cell_of(self.kind), self.column, self.seq)
-    }
-}
-
-/// Decodes a log (entries in order); stops at the first undecodable byte, which a log this
-/// module wrote never has.
-struct LogIter<'a> {
-    log: &'a [u8],
-    at: usize,
-    base: u64,
-}
-
-impl<'a> Iterator for LogIter<'a> {
-    type Item = View<'a>;
-
-    #[inline]
-    fn next(&mut self) -> Option<View<'a>> {
-        let log = self.log;
-        let tag = *log.get(self.at)?;
-        let mut at = self.at + 1;
-        let mut col_len = usize::from(tag >> 2);
-        if col_len == TAG_COLUMN_MAX {
-            col_len += usize::try_from(get_varint(log, &mut at)?).ok()?;
-        }
-        let seq = self
-            .base
-            .wrapping_add_signed(unzigzag(get_varint(log, &mut at)?));
-        let column = log.get(at..at.checked_add(col_len)?)?;
-        at += col_len;
-        let value_len = usize::try_from(get_varint(log, &mut at)?).ok()?;
-        let value = log.get(at..at.checked_add(value_len)?)?;
-        self.at = at + value_len;
-        Some(View {
-            kind: kind_of(tag),
-            seq,
-            column,
-            value,
-            spilled: None,
-        })
-    }
-}
-
-/// A position in the arena: chunk number and byte offset.
-#[derive(Debug, Clone, Copy)]
-struct ArenaPos {
-    chunk: u32,
-    offset: u32,
-}
-
-/// Copies of spilled entries' columns and values: filled chunks, frozen and shareable, and the
-/// chunk being filled.
-#[derive(Debug, Default)]
-struct Arena {
-    full: Vec<Bytes>,
-    filling: BytesMut,
-}
-
-impl Arena {
-    /// Copies `column ‖ value` in.
-    fn alloc(&mut self, column: &[u8], value: &[u8]) -> ArenaPos {
-        let n = column.len() + value.len();
-        if self.filling.capacity() - self.filling.len() < n {
-            let fresh = BytesMut::with_capacity(ARENA_CHUNK.max(n));
-            let full = std::mem::replace(&mut self.filling, fresh);
-            if !full.is_empty() {
-                self.full.push(full.freeze());
-            }
-        }
-        let at = ArenaPos {
-            chunk: self.full.len() as u32,
-            offset: self.filling.len() as u32,
-        };
-        self.filling.extend_from_slice(column);
-        self.filling.extend_from_slice(value);
-        at
-    }
-
-    /// `len` bytes at `skip` past `at`.
-    fn bytes(&self, at: ArenaPos, skip: u32, len: u32) -> &[u8] {
-        let chunk: &[u8] = match self.full.get(at.chunk as usize) {
-            Some(c) => c,
-            None => &self.filling,
-        };
-        let start = (at.offset + skip) as usize;
-        &chunk[start..start + len as usize]
-    }
-
-    /// As [`Arena::bytes`], as a `Bytes` sharing a filled chunk (a copy from the chunk being
-    /// filled, which cannot be shared while it is written).
-    fn shared(&self, at: ArenaPos, skip: u32, len: u32) -> Bytes {
-        let start = (at.offset + skip) as usize;
-        match self.full.get(at.chunk as usize) {
-            Some(c) => c.slice(start..start + len as usize),
-            None => Bytes::copy_from_slice(&self.filling[start..start + len as usize]),
-        }
-    }
-}
-
-/// An entry kept beside a row's log.
-#[derive(Debug, Clone, Copy)]
-struct Spilled {
-    at: ArenaPos,
-    column_len: u32,
-    value_len: u32,
-    kind: EntryKind,
-    seq: u64,
-}
-
-impl Spilled {
-    fn view<'a>(&self, arena: &'a Arena) -> View<'a> {
-        View {
-            kind: self.kind,
-            seq: self.seq,
-            column: arena.bytes(self.at, 0, self.column_len),
-            value: arena.bytes(self.at, self.column_len, self.value_len),
-            spilled: Some(self.at),
-        }
-    }
-}
-
-/// The last entry of a row's log, for the append test.
-#[derive(Debug, Clone, Copy, Default)]
-struct Last {
-    seq: u64,
-    /// Where it starts in the log.
-    offset: u32,
-    column_len: u32,
-    /// The column's first [`HEAD_LEN`] bytes, zero-padded.
-    head: [u8; HEAD_LEN],
-    cell: u8,
-}
-
-/// One row: its key, its log, and its spilled entries.
-#[derive(Debug)]
-struct Row {
-    key: Bytes,
-    log: Vec<u8>,
-    /// Valid while `log` is not empty.
-    last: Last,
-    #[expect(
-        clippy::box_collection,
-        reason = "a row that never spills, nearly every row, pays 8 bytes for this, not 24"
-    )]
-    spill: Option<Box<Vec<Spilled>>>,
-}
-
-/// `column`'s first [`HEAD_LEN`] bytes, zero-padded.
-#[inline]
-fn column_head(column: &[u8]) -> [u8; HEAD_LEN] {
-    let mut head = [0; HEAD_LEN];
-    let n = column.len().min(HEAD_LEN);
-    head[..n].copy_from_slice(&column[..n]);
-    head
-}
-
-impl Row {
-    /// Whether an entry `(cell, column, seq)` sorts after the log's last entry.
-    #[inline]
-    fn appends(&self, cell: u8, column: &[u8], seq: u64, base: u64) -> bool {
-        if self.log.is_empty() {
-            return true;
-        }
-        let last = &self.last;
-        let by_column = if last.column_len as usize <= HEAD_LEN && column.len() <= HEAD_LEN {
-            // Zero-padded heads order like the columns, a tie going to the shorter.
-            u64::from_be_bytes(column_head(column))
-                .cmp(&u64::from_be_bytes(last.head))
-                .then((column.len()).cmp(&(last.column_len as usize)))
-        } else {
-            match self.log_iter(base, last.offset as usize).next() {
-                Some(v) => column.cmp(v.column),
-                None => return false,
-            }
-        };
-        cell.cmp(&last.cell)
-            .then(by_column)
-            .then_with(|| last.seq.cmp(&seq))
-            .is_gt()
-    }
-
-    fn log_iter(&self, base: u64, from: usize) -> LogIter<'_> {
-        LogIter {
-            log: &self.log,
-            at: from,
-            base,
-        }
-    }
-
-    /// Appends an entry that sorts after the last one.
-    #[inline]
-    fn append(&mut self, kind: EntryKind, seq: u64, base: u64, column: &[u8], value: &[u8]) {
-        let offset = self.log.len() as u32;
-        encode_entry(
-            &mut self.log,
-            kind,
-            seq.wrapping_sub(base) as i64,
-            column,
-            value,
-        );
-        self.last = Last {
-            seq,
-            offset,
-            column_len: column.len() as u32,
-            head: column_head(column),
-            cell: cell_of(kind),
-        };
-    }
-
-    /// Drops the cell entries written with `seq` (a row tombstone of the same batch overrides
-    /// them). Returns the change in bytes held.
-    fn drop_cells_of(&mut self, seq: u64, base: u64) -> i64 {
-        let mut change = 0i64;
-        if let Some(spill) = &mut self.spill {
-            let before = spill.len();
-            spill.retain(|e| e.kind == EntryKind::DeleteRow || e.seq != seq);
-            // The arena bytes stay; only the entries go.
-            change -= ((before - spill.len()) as u64 * SPILL_OVERHEAD) as i64;
-        }
-        if !self
-            .log_iter(base, 0)
-            .any(|v| v.kind != EntryKind::DeleteRow && v.seq == seq)
-        {
-            return change;
-        }
-        let old = std::mem::take(&mut self.log);
-        let mut kept = Row {
-            key: self.key.clone(),
-            log: Vec::with_capacity(old.len()),
-            last: Last::default(),
-            spill: None,
-        };
-        for v in (LogIter {
-            log: &old,
-            at: 0,
-            base,
-        })
-        .filter(|v| v.kind == EntryKind::DeleteRow || v.seq != seq)
-        {
-            kept.append(v.kind, v.seq, base, v.column, v.value);
-        }
-        change += kept.log.capacity() as i64 - old.capacity() as i64;
-        self.log = kept.log;
-        self.last = kept.last;
-        change
-    }
-
-    /// All of the row's entries in internal-key order, into `out`: the log's, with the spilled
-    /// ones merged in, a spilled entry replacing a logged one of the same slot (it was written
-    /// later), and of several spilled ones of a slot the last.
-    fn view<'a>(&'a self, base: u64, arena: &'a Arena, out: &mut Vec<View<'a>>) {
-        out.clear();
-        let Some(spill) = self.spill.as_deref().filter(|s| !s.is_empty()) else {
-            out.extend(self.log_iter(base, 0));
-            return;
-        };
-        let mut spilled: Vec<View<'a>> = spill.iter().map(|s| s.view(arena)).collect();
-        // Stable: of equal slots the later write stays later.
-        spilled.sort_by(|a, b| cmp_slot(a.slot(), b.slot()));
-        spilled.dedup_by(|later, earlier| {
-            if cmp_slot(later.slot(), earlier.slot()).is_eq() {
-                *earlier = *later;
-                true
-            } else {
-                false
-            }
-        });
-        let mut logged = self.log_iter(base, 0).peekable();
-        let mut spilled = spilled.into_iter().peekable();
-        loop {
-            let next = match (logged.peek(), spilled.peek()) {
-                (Some(l), Some(s)) => match cmp_slot(l.slot(), s.slot()) {
-                    CmpOrdering::Less => logged.next(),
-                    CmpOrdering::Greater => spilled.next(),
-                    CmpOrdering::Equal => {
-                        logged.next();
-                        spilled.next()
-                    }
-                },
-                (Some(_), None) => logged.next(),
-                (None, Some(_)) => spilled.next(),
-                (None, None) => break,
-            };
-            out.extend(next);
-        }
-    }
-}
-
-/// The rows of one table.
-#[derive(Debug, Default)]
-struct TableRows {
-    rows: Vec<Row>,
-    /// Row ids by the hash of their keys: one hash and one comparison finds a row.
-    index: HashTable<u32>,
-    /// The rows' key order, kept up to date only when asked (see [`TableRows::order`]).
-    order: Mutex<Order>,
-}
-
-/// The rows' key order, in two runs so that a reader during heavy writes does not re-merge
-/// every row to take in the few added since the last reader: `recent` holds the rows added
-/// since `sorted` was last rebuilt, and is merged into it once it is an eighth of its size.
-#[derive(Debug, Default)]
-struct Order {
-    sorted: Vec<u32>,
-    recent: Vec<u32>,
-    /// Rows below this are in one of the runs.
-    upto: usize,
-}
-
-impl Order {
-    /// Calls `f` with each row id in key order, from the first row at or after `start`, while
-    /// `f` returns true.
-    fn walk(&self, rows: &[Row], start: Option<&[u8]>, mut f: impl FnMut(u32) -> bool) {
-        let key = |i: u32| &rows[i as usize].key[..];
-        let from = |run: &[u32]| match start {
-            Some(s) => run.partition_point(|&i| key(i) < s),
-            None => 0,
-        };
-        let (mut a, mut b) = (
-            self.sorted[from(&self.sorted)..].iter().peekable(),
-            self.recent[from(&self.recent)..].iter().peekable(),
-        );
-        loop {
-            let next = match (a.peek(), b.peek()) {
-                (Some(&&x), Some(&&y)) => {
-                    if key(x) <= key(y) {
-                        a.next()
-                    } else {
-                        b.next()
-                    }
-                }
-                (Some(_), None) => a.next(),
-                (None, Some(_)) => b.next(),
-                (None, None) => return,
-            };
-            if let Some(&i) = next
-                && !f(i)
-            {
-                return;
-            }
-        }
-    }
-}
-
-/// Merges two runs of row ids in key order.
-fn merge_runs(rows: &[Row], a: &[u32], b: &[u32]) -> Vec<u32> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        if rows[a[i] as usize].key <= rows[b[j] as usize].key {
-            out.push(a[i]);
-            i += 1;
-        } else {
-            out.push(b[j]);
-            j += 1;
-        }
-    }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
-    out
-}
-
-/// A key's first 16 bytes as a number, zero-padded: keys whose prefixes differ order as their
-/// prefixes do, so most comparisons of a sort need no look at the keys themselves.
-fn key_prefix(key: &[u8]) -> u128 {
-    let mut p = [0u8; 16];
-    let n = key.len().min(16);
-    p[..n].copy_from_slice(&key[..n]);
-    u128::from_be_bytes(p)
-}
-
-fn hash_key(key: &[u8]) -> u64 {
-    FxBuildHasher.hash_one(key)
-}
-
-impl TableRows {
-    /// Rows with room for `rows` of them.
-    fn with_capacity(rows: usize) -> TableRows {
-        TableRows {
-            rows: Vec::with_capacity(rows),
-            index: HashTable::with_capacity(rows),
-            order: Mutex::default(),
-        }
-    }
-
-    fn find(&self, row: &[u8]) -> Option<usize> {
-        let rows = &self.rows;
-        self.index
-            .find(hash_key(row), |&i| rows[i as usize].key == row)
-            .map(|&i| i as usize)
-    }
-
-    fn get(&self, row: &[u8]) -> Option<&Row> {
-        self.find(row).map(|i| &self.rows[i])
-    }
-
-    /// Adds a row; the caller made sure it is new.
-    fn insert(&mut self, key: Bytes, capacity: usize) -> usize {
-        let i = self.rows.len();
-        let hash = hash_key(&key);
-        self.rows.push(Row {
-            key,
-            log: Vec::with_capacity(capacity),
-            last: Last::default(),
-            spill: None,
-        });
-        let rows = &self.rows;
-        self.index
-            .insert_unique(hash, i as u32, |&j| hash_key(&rows[j as usize].key));
-        i
-    }
-
-    /// The rows in key order, with the rows added since the last call taken in.
-    fn order(&self) -> parking_lot::MutexGuard<'_, Order> {
-        let mut order = self.order.lock();
-        let rows = &self.rows;
-        if order.upto < rows.len() {
-            let mut fresh: Vec<(u128, u32)> = (order.upto as u32..rows.len() as u32)
-                .map(|i| (key_prefix(&rows[i as usize].key), i))
-                .collect();
-            fresh.sort_unstable_by(|a, b| {
-                a.0.cmp(&b.0)
-                    .then_with(|| rows[a.1 as usize].key.cmp(&rows[b.1 as usize].key))
-            });
-            let fresh: Vec<u32> = fresh.into_iter().map(|(_, i)| i).collect();
-            order.recent = merge_runs(rows, &order.recent, &fresh);
-            order.upto = rows.len();
-            if order.recent.len() * 8 >= order.sorted.len() {
-                order.sorted = merge_runs(rows, &order.sorted, &order.recent);
-                order.recent.clear();
-            }
-        }
-        order
-    }
-}
 
 #[derive(Debug, Default)]
 struct Tables {
@@ -700,7 +171,7 @@ pub(crate) struct Memtable {
     row_bytes: AtomicU64,
     /// Rows each table held in the memtable before this one: the room a table starts with,
     /// so that its row vector and index do not grow by doubling, each time copying and
-    /// rehashing every row (with a million rows, that was a tenth of a write's time).
+    /// rehashing every row.
     table_hint: Vec<(u32, usize)>,
 }
 
@@ -784,9 +255,9 @@ impl Memtable {
 
     /// Adds the operations of the batch with sequence number `seq`, in order, under one lock.
     ///
-    /// A batch's operations touch rows all over the memtable, and each touch was three cache
-    /// misses in a row: the row's slot in the hash index, the row's header, and the end of its
-    /// log. So the rows that already exist are looked up first, in a loop of nothing else
+    /// A batch's operations touch rows all over the memtable, and each touch would be three
+    /// cache misses in a row: the row's slot in the hash index, the row's header, and the end of
+    /// its log. So the rows that already exist are looked up first, in a loop of nothing else
     /// where the misses overlap; then, while an operation is applied, the header of the row
     /// [`PREFETCH_AHEAD`] operations on and the log's end of the row half as far on are
     /// fetched.

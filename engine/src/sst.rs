@@ -39,7 +39,8 @@ mod iter;
 mod properties;
 mod reader;
 
-// The SST layer's internal API, used by the flush and compaction code in `db.rs`.
+// The SST layer's internal API, used by the flush and compaction code (`flush.rs`,
+// `compact.rs`).
 pub(crate) use builder::SstBuilder;
 #[cfg(test)]
 pub(crate) use builder::SstInfo;

@@ -39,8 +39,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::file_name::{MANIFEST_NAME, parse_sst_file_name, sst_file_name};
 use crate::fs::{FileSystem, LocalFs};
-use crate::manifest::{FileMeta, MANIFEST_NAME, Manifest, parse_sst_file_name, sst_file_name};
+use crate::manifest::{FileMeta, Manifest};
 
 pub use view::{CheckView, Repaired, repair};
 

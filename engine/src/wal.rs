@@ -98,8 +98,9 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, LogFile};
 
+use crate::file_name::segment_file_name;
 pub(crate) use entry::{DecodedEntry, Entry, decode_entry};
-use segment::{HEADER_BYTES, MAX_PAYLOAD_BYTES, encode_header, frame_record, segment_file_name};
+use segment::{HEADER_BYTES, MAX_PAYLOAD_BYTES, encode_header, frame_record};
 
 /// Queued records past this many bytes make [`Wal::commit`] wait even when asked only to
 /// queue: a bound on the memory and on how far the applied state trails the queue.

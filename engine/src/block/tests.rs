@@ -3,6 +3,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
+use crate::coding::get_varint;
 use crate::options::Compression;
 
 /// Random entries in internal-key order, without duplicate keys.

@@ -213,7 +213,7 @@ mod inject {
             Some(FaultFile::Wal)
         } else if name.ends_with(".sst") {
             Some(FaultFile::Sst)
-        } else if name.starts_with(crate::manifest::MANIFEST_NAME) {
+        } else if name.starts_with(crate::file_name::MANIFEST_NAME) {
             Some(FaultFile::Manifest)
         } else {
             None

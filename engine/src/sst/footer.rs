@@ -23,6 +23,7 @@
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::block::trailer::TRAILER_LEN;
+use crate::coding::be_u64;
 use crate::error::{Error, Result};
 
 /// Size of the footer in bytes.
@@ -138,11 +139,4 @@ impl Footer {
         }
         Ok(footer)
     }
-}
-
-/// Reads a big-endian u64 from the first 8 bytes of `b` (which the caller sized).
-pub(crate) fn be_u64(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[..8]);
-    u64::from_be_bytes(a)
 }

@@ -17,7 +17,8 @@
 //! 3. Nothing follows the last entry.
 
 use super::footer::BlockHandle;
-use crate::key::{InternalKey, get_varint, put_varint, take};
+use crate::coding::{get_varint, put_varint, take};
+use crate::key::InternalKey;
 
 /// One index entry.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,8 +21,8 @@
 
 use bytes::Bytes;
 
-use super::footer::be_u64;
-use crate::key::{Entry, EntryKind, get_varint, put_varint, take, usize_len};
+use crate::coding::{be_u64, get_varint, put_varint, take, usize_len};
+use crate::key::{Entry, EntryKind};
 
 /// Facts about one SST file.
 #[derive(Debug, Clone, PartialEq, Eq)]

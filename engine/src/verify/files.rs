@@ -7,8 +7,9 @@ use bytes::Bytes;
 
 use super::{Remedy, Severity, SstAction, VerifyReport};
 use crate::compaction::LEVELS;
+use crate::file_name::{MANIFEST_NAME, sst_file_name};
 use crate::fs::{FileSystem, LocalFs};
-use crate::manifest::{FileMeta, MANIFEST_NAME, Manifest, sst_file_name};
+use crate::manifest::{FileMeta, Manifest};
 use crate::sst::SstReader;
 
 /// The manifest's own consistency.

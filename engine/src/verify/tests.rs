@@ -6,8 +6,8 @@ use std::path::Path;
 use super::*;
 use crate::batch::WriteBatch;
 use crate::db::Db;
+use crate::file_name::segment_file_name;
 use crate::options::{DbOptions, TableOptions};
-use crate::wal::segment::segment_file_name;
 
 fn row(i: u32) -> Vec<u8> {
     format!("row{i:05}").into_bytes()

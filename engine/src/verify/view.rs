@@ -12,11 +12,11 @@ use std::path::{Path, PathBuf};
 
 use crate::db::Db;
 use crate::error::{Error, Result};
+use crate::file_name::{MANIFEST_NAME, segment_file_name, sst_file_name};
 use crate::fs::{FileSystem, LocalFs};
-use crate::manifest::{FileMeta, MANIFEST_NAME, sst_file_name};
+use crate::manifest::FileMeta;
 use crate::options::{DbOptions, TableOptions};
 use crate::sst::{SstBuilder, SstReader};
-use crate::wal::segment::segment_file_name;
 
 use super::{ManifestState, SegmentAction, SstAction, VerifyReport, wal};
 

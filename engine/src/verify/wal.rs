@@ -12,12 +12,13 @@ use std::path::{Path, PathBuf};
 
 use super::{MAX_GAP_FILL, Remedy, SegmentAction, Severity, VerifyReport};
 use crate::error::Result;
+use crate::file_name::segment_file_name;
 use crate::fs::LocalFs;
 use crate::wal::decode_entry;
 use crate::wal::recovery::list_segments;
 use crate::wal::segment::{
     HEADER_BYTES, HeaderError, MAX_PAYLOAD_BYTES, RECORD_HEADER_BYTES, RecordIter, decode_header,
-    encode_header, segment_file_name,
+    encode_header,
 };
 
 /// What is wrong with a segment's header.

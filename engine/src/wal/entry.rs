@@ -2,7 +2,8 @@
 //!
 //! The byte layout is documented in the `wal` module's `## Format` section.
 
-use crate::batch::{Cursor, OpRef, WriteBatch, decode_ops, put_varint};
+use crate::batch::{OpRef, WriteBatch, decode_ops};
+use crate::coding::{Cursor, put_varint};
 
 /// Payload type of a table-creation record.
 const ENTRY_TABLE: u8 = 1;
@@ -85,7 +86,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::db::Table;
+    use crate::table::Table;
 
     #[test]
     fn entries_round_trip() {

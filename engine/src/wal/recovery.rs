@@ -1,8 +1,9 @@
 //! Replaying the WAL's segments at open, applying the recovery rules of the `wal` module.
 
 use crate::error::{Error, Result};
+use crate::file_name::parse_segment_file_name;
 use crate::fs::FileSystem;
-use crate::wal::segment::{HeaderError, RecordIter, decode_header, parse_segment_file_name};
+use crate::wal::segment::{HeaderError, RecordIter, decode_header};
 
 /// Receives each good payload with its file's name and the record's offset in it.
 pub(crate) type ReplayFn<'a> = dyn FnMut(&[u8], &str, u64) -> Result<()> + 'a;

@@ -6,6 +6,8 @@ use std::ops::Range;
 
 use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
+use crate::coding::be_u64;
+
 /// The magic at the start of every WAL segment.
 pub(crate) const SEGMENT_MAGIC: [u8; 4] = *b"SWAL";
 /// The only segment format version this code reads and writes.
@@ -17,20 +19,6 @@ pub(crate) const RECORD_HEADER_BYTES: usize = 12;
 /// Largest payload a record may carry. A batch this large is a caller bug, and the cap keeps a
 /// corrupt length from being trusted to allocate.
 pub(crate) const MAX_PAYLOAD_BYTES: usize = 1 << 30;
-
-/// The file name of segment `number`.
-pub(crate) fn segment_file_name(number: u64) -> String {
-    format!("wal-{number:016x}.log")
-}
-
-/// The segment number in a file name, if the name is exactly `wal-<16 lowercase hex>.log`.
-pub(crate) fn parse_segment_file_name(name: &str) -> Option<u64> {
-    let hex = name.strip_prefix("wal-")?.strip_suffix(".log")?;
-    if hex.len() != 16 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-        return None;
-    }
-    u64::from_str_radix(hex, 16).ok()
-}
 
 /// The header of segment `number`.
 pub(crate) fn encode_header(number: u64) -> [u8; HEADER_BYTES] {
@@ -70,7 +58,7 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<u64, HeaderError> {
             &h[0..4]
         )));
     }
-    let stored = u64::from_be_bytes(be8(&h[16..24]));
+    let stored = be_u64(&h[16..24]);
     let computed = xxh3_64(&h[0..16]);
     if stored != computed {
         return Err(HeaderError::Damaged(format!(
@@ -88,7 +76,7 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<u64, HeaderError> {
             "reserved header bits are set".into(),
         ));
     }
-    Ok(u64::from_be_bytes(be8(&h[8..16])))
+    Ok(be_u64(&h[8..16]))
 }
 
 /// Appends a record frame around the payload that `write_payload` appends to `out`, and
@@ -183,7 +171,7 @@ impl<'a> Iterator for RecordIter<'a> {
                 rest.len() - RECORD_HEADER_BYTES
             ));
         };
-        let stored = u64::from_be_bytes(be8(&head[4..12]));
+        let stored = be_u64(&head[4..12]);
         let mut hasher = Xxh3::new();
         hasher.update(&head[0..4]);
         hasher.update(payload);
@@ -198,12 +186,6 @@ impl<'a> Iterator for RecordIter<'a> {
     }
 }
 
-fn be8(b: &[u8]) -> [u8; 8] {
-    let mut out = [0u8; 8];
-    out.copy_from_slice(&b[..8]);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -216,18 +198,6 @@ mod tests {
             frame_record(&mut file, |out| out.extend_from_slice(p));
         }
         file
-    }
-
-    #[test]
-    fn file_names_round_trip() {
-        assert_eq!(segment_file_name(0x1f), "wal-000000000000001f.log");
-        assert_eq!(
-            parse_segment_file_name("wal-000000000000001f.log"),
-            Some(0x1f)
-        );
-        assert_eq!(parse_segment_file_name("wal-000000000000001F.log"), None);
-        assert_eq!(parse_segment_file_name("wal-1f.log"), None);
-        assert_eq!(parse_segment_file_name("stub.log"), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::batch::WriteBatch;
-use crate::db::Table;
+use crate::table::Table;
 
 type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
 

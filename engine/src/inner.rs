@@ -1,0 +1,190 @@
+//! The shared state of an open database, and what the write, flush and compaction paths
+//! share: table options, and the lifecycle of SST files (finishing a new one, deleting one no
+//! manifest names).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::cache::BlockCache;
+use crate::error::Result;
+use crate::file_name::sst_file_name;
+use crate::fs::FileSystem;
+use crate::manifest::{FileMeta, Manifest};
+use crate::options::{DbOptions, TableOptions};
+use crate::sst::{SstBuilder, SstReader};
+use crate::state::State;
+use crate::table::Table;
+use crate::wal::Wal;
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) flush_errors: AtomicU64,
+    pub(crate) compaction_errors: AtomicU64,
+    pub(crate) write_stalls: AtomicU64,
+    pub(crate) write_stall_micros: AtomicU64,
+    pub(crate) flushes: AtomicU64,
+    pub(crate) flush_micros: AtomicU64,
+    pub(crate) rows_folded: AtomicU64,
+    pub(crate) folds_rejected: AtomicU64,
+    pub(crate) compactions: AtomicU64,
+    pub(crate) compaction_micros: AtomicU64,
+    pub(crate) compaction_bytes_written: AtomicU64,
+}
+
+/// Wakes a background thread (flush, compaction or apply).
+#[derive(Debug, Default)]
+pub(crate) struct Signal {
+    pub(crate) work: Mutex<bool>,
+    pub(crate) cv: Condvar,
+}
+
+/// The state every handle of a database shares, and its background threads reach through
+/// a weak reference.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) opts: DbOptions,
+    pub(crate) dir: PathBuf,
+    pub(crate) fs: Arc<dyn FileSystem>,
+    pub(crate) cache: Arc<BlockCache>,
+    pub(crate) state: RwLock<Arc<State>>,
+    pub(crate) tables: RwLock<BTreeMap<String, Table>>,
+    pub(crate) table_opts: RwLock<HashMap<u32, TableOptions>>,
+    /// The TTL in milliseconds of each table opened with one, for snapshots.
+    pub(crate) ttls: RwLock<Arc<HashMap<u32, u64>>>,
+    pub(crate) wal: Arc<Wal>,
+    /// The last sequence number handed out; only the WAL's commit leader changes it.
+    pub(crate) last_seq: AtomicU64,
+    /// Every batch up to this sequence number is in the memtables.
+    pub(crate) visible_seq: AtomicU64,
+    /// The persisted manifest. Flushes hold its lock while they write; compactions take it
+    /// only to number their output files and to install their result, so a long compaction
+    /// never holds up a flush (and with it the writers waiting for memtable room).
+    pub(crate) manifest: Mutex<Manifest>,
+    /// Serializes compactions: the background ones and [`crate::Db::compact_all`].
+    pub(crate) compaction: Mutex<()>,
+    pub(crate) signal: Arc<Signal>,
+    /// Wakes the compaction thread, after each flush.
+    pub(crate) compact_signal: Arc<Signal>,
+    /// Wakes the thread that writes and applies batches queued with no commit leader (see
+    /// [`crate::Db::write_queued`]). It also looks every 100 ms.
+    pub(crate) applier: Arc<Signal>,
+    /// Signalled after each flush, for stalled writers.
+    pub(crate) flushed: (Mutex<()>, Condvar),
+    /// SST files that no manifest in place names but that one which may be on disk does (its
+    /// store failed after the rename), or that could not be deleted: deleted after the next
+    /// manifest store.
+    pub(crate) orphans: Mutex<Vec<u64>>,
+    pub(crate) counters: Counters,
+}
+
+impl Signal {
+    /// Marks work as waiting and wakes the thread.
+    pub(crate) fn wake(&self) {
+        *self.work.lock() = true;
+        self.cv.notify_one();
+    }
+
+    /// Waits until woken, or 100 ms at most (the thread also polls), and takes the work mark.
+    pub(crate) fn wait(&self) {
+        let mut work = self.work.lock();
+        if !*work {
+            self.cv.wait_for(&mut work, Duration::from_millis(100));
+        }
+        *work = false;
+    }
+}
+
+impl Inner {
+    pub(crate) fn set_table_options(&self, table: u32, opts: TableOptions) {
+        let mut ttls = self.ttls.write();
+        let mut next = (**ttls).clone();
+        match opts.ttl {
+            Some(ttl) => next.insert(table, u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
+            None => next.remove(&table),
+        };
+        *ttls = Arc::new(next);
+        self.table_opts.write().insert(table, opts);
+    }
+
+    pub(crate) fn table_options(&self, table: u32) -> TableOptions {
+        self.table_opts
+            .read()
+            .get(&table)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn table_registry(&self) -> BTreeMap<u32, String> {
+        self.tables
+            .read()
+            .values()
+            .map(|t| (t.id, t.name.to_string()))
+            .collect()
+    }
+
+    /// Deletes the SST files `ids`, which no manifest in place names. With `later`, or when a
+    /// deletion fails, they are deleted after the next manifest store instead: a manifest whose
+    /// store failed after its rename may name them.
+    pub(crate) fn discard(&self, ids: impl Iterator<Item = u64>, later: bool) {
+        let mut orphans = self.orphans.lock();
+        for id in ids {
+            self.cache.evict_file(id);
+            if later {
+                orphans.push(id);
+            } else if let Err(e) = self.fs.delete(&sst_file_name(id)) {
+                tracing::warn!(error = %e, file = %sst_file_name(id), "could not delete an SST file");
+                orphans.push(id);
+            }
+        }
+    }
+
+    /// Deletes the files [`Inner::discard`] put off, now that `manifest` (which names none of
+    /// them) is in place.
+    pub(crate) fn delete_orphans(&self, manifest: &Manifest) {
+        let mut orphans = self.orphans.lock();
+        orphans.retain(|&id| {
+            if manifest.files.iter().any(|f| f.id == id) {
+                return false;
+            }
+            match self.fs.delete(&sst_file_name(id)) {
+                Ok(()) => false,
+                Err(e) => {
+                    tracing::warn!(error = %e, file = %sst_file_name(id), "could not delete an SST file");
+                    true
+                }
+            }
+        });
+    }
+
+    pub(crate) fn finish_sst(
+        &self,
+        table: u32,
+        level: u8,
+        id: u64,
+        name: &str,
+        builder: SstBuilder,
+    ) -> Result<(FileMeta, Arc<SstReader>)> {
+        let result = (|| {
+            let info = builder.finish()?;
+            let reader = SstReader::open(self.fs.open(name)?, id, Some(self.cache.clone()))?;
+            Ok((
+                FileMeta {
+                    table,
+                    level,
+                    id,
+                    bytes: info.file_bytes,
+                },
+                Arc::new(reader),
+            ))
+        })();
+        if result.is_err() {
+            self.discard(std::iter::once(id), false);
+        }
+        result
+    }
+}

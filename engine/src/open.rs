@@ -1,0 +1,164 @@
+//! Opening a database: claiming its directory, recovering from the manifest and the WAL, and
+//! starting its background threads.
+//!
+//! At open the manifest's files are opened and only the WAL segments after the flushed
+//! position are replayed, numbering batches on from the manifest's last sequence number. Files
+//! a crash left behind (SSTs no manifest names, a half-written manifest, covered segments) are
+//! deleted first.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::file_name::{MANIFEST_NAME, parse_sst_file_name, sst_file_name};
+use crate::fs::LocalFs;
+use crate::inner::{Counters, Inner, Signal};
+use crate::manifest::Manifest;
+use crate::memtable::Memtable;
+use crate::options::{DbOptions, SyncPolicy};
+use crate::sst::SstReader;
+use crate::state::{Files, State};
+use crate::table::Table;
+use crate::wal::{self, DecodedEntry, Wal, decode_entry};
+use crate::worker;
+
+/// Directories open in this process: a second open of one waits for the first to be dropped
+/// (its flush thread may still be finishing a flush).
+static OPEN_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+static OPEN_DIRS_CV: Condvar = Condvar::new();
+
+fn claim_dir(dir: &Path) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut open = OPEN_DIRS.lock();
+    while open.iter().any(|d| d == dir) {
+        if OPEN_DIRS_CV.wait_until(&mut open, deadline).timed_out() {
+            return Err(Error::InvalidArgument(format!(
+                "database {} is already open",
+                dir.display()
+            )));
+        }
+    }
+    open.push(dir.to_path_buf());
+    Ok(())
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Batches still queued go to the WAL, to be replayed at the next open.
+        self.wal
+            .lead_queued(&mut |payloads| self.apply_group(payloads));
+        release_dir(&self.dir);
+    }
+}
+
+/// Lets the next open of `dir` go on.
+fn release_dir(dir: &Path) {
+    let mut open = OPEN_DIRS.lock();
+    open.retain(|d| d != dir);
+    OPEN_DIRS_CV.notify_all();
+}
+
+/// Opens (creating if needed) the database in `dir`.
+pub(crate) fn open(dir: &Path, opts: DbOptions) -> Result<Arc<Inner>> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| Error::io(format!("resolving {}", dir.display()), e))?;
+    claim_dir(&dir)?;
+    open_claimed(&dir, opts).inspect_err(|_| release_dir(&dir))
+}
+
+fn open_claimed(dir: &Path, opts: DbOptions) -> Result<Arc<Inner>> {
+    let fs = opts.faults.wrap(Arc::new(LocalFs::new(dir)?));
+    let manifest = Manifest::load(&*fs)?.unwrap_or(Manifest {
+        next_file_id: 1,
+        ..Manifest::default()
+    });
+    // Files a crash left behind: SSTs the manifest does not name, a half-written
+    // manifest, and WAL segments it covers whose deletion did not finish.
+    let live: Vec<u64> = manifest.files.iter().map(|f| f.id).collect();
+    for name in fs.list()? {
+        let orphan = match parse_sst_file_name(&name) {
+            Some(id) => !live.contains(&id),
+            None => name == format!("{MANIFEST_NAME}.tmp"),
+        };
+        if orphan {
+            tracing::info!(file = %name, "deleting a file left by an interrupted flush");
+            fs.delete(&name)?;
+        }
+    }
+    wal::delete_segments_through(&*fs, manifest.flushed_segment)?;
+
+    let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
+    let mut files = Files::default();
+    for f in &manifest.files {
+        let reader = SstReader::open(fs.open(&sst_file_name(f.id))?, f.id, Some(cache.clone()))?;
+        files.add(f.table, f.level, Arc::new(reader));
+    }
+    files.sort();
+
+    let mut tables: BTreeMap<String, Table> = manifest
+        .tables
+        .iter()
+        .map(|(id, name)| (name.clone(), Table::new(*id, name.as_str().into())))
+        .collect();
+    let mem = Memtable::new();
+    let mut seq = manifest.last_seq;
+    let now = opts.clock.now_ms();
+    let mut replay = |payload: &[u8], file: &str, offset: u64| -> Result<()> {
+        let bad = |detail: String| Error::corruption(file, offset, detail);
+        match decode_entry(payload).map_err(bad)? {
+            DecodedEntry::Table { id, name } => {
+                tables.insert(name.to_string(), Table::new(id, name.into()));
+            }
+            DecodedEntry::Batch(ops) => {
+                seq += 1;
+                mem.apply_all(&ops, seq, now);
+            }
+        }
+        Ok(())
+    };
+    let wal = Arc::new(Wal::open_from(
+        fs.clone(),
+        opts.wal_segment_bytes,
+        manifest.flushed_segment + 1,
+        &mut replay,
+    )?);
+    if let SyncPolicy::Interval(every) = opts.sync {
+        Wal::spawn_syncer(&wal, every)?;
+    }
+    let inner = Arc::new(Inner {
+        opts,
+        dir: dir.to_path_buf(),
+        fs,
+        cache,
+        state: RwLock::new(Arc::new(State {
+            active: Arc::new(mem),
+            frozen: Vec::new(),
+            files: Arc::new(files),
+        })),
+        tables: RwLock::new(tables),
+        table_opts: RwLock::new(HashMap::new()),
+        ttls: RwLock::new(Arc::new(HashMap::new())),
+        wal,
+        last_seq: AtomicU64::new(seq),
+        visible_seq: AtomicU64::new(seq),
+        manifest: Mutex::new(manifest),
+        compaction: Mutex::new(()),
+        signal: Arc::new(Signal::default()),
+        compact_signal: Arc::new(Signal::default()),
+        applier: Arc::new(Signal::default()),
+        flushed: (Mutex::new(()), Condvar::new()),
+        orphans: Mutex::new(Vec::new()),
+        counters: Counters::default(),
+    });
+    worker::spawn_all(&inner)?;
+    Ok(inner)
+}

@@ -1,0 +1,175 @@
+//! The write path: committing batches through the WAL's group commit, applying each
+//! committed group to the active memtable, freezing the memtable when it is full, and stalling
+//! writers while flushes and level-0 compactions fall behind.
+//!
+//! Writes are appended to the WAL (`wal.rs`) and applied, in log order, to the active
+//! memtable, each batch with the next sequence number. A memtable that passes its freeze size
+//! (see [`Inner::freeze_at`]) freezes: the WAL rolls to a new segment at that point, so the
+//! frozen memtable covers exactly the segments before it. Writers stall while
+//! `DbOptions::max_frozen_memtables` frozen memtables wait, or while a table's level 0 holds
+//! `DbOptions::l0_stall_files` files.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::error::Result;
+use crate::inner::Inner;
+use crate::memtable::Memtable;
+use crate::state::{Frozen, State};
+use crate::wal::{DecodedEntry, Entry as WalEntry, decode_entry};
+
+/// How many times the fixed cost of its rows a memtable's entries may take before it freezes,
+/// when that is more than `DbOptions::memtable_bytes` (see `Inner::freeze_at`).
+const ENTRIES_PER_ROW_BYTE: u64 = 2;
+/// The most a memtable grows past `DbOptions::memtable_bytes` for rows of few entries: with
+/// the default 64 MiB, 512 MiB, what a million rows of a dozen entries take.
+const MEMTABLE_GROWTH: u64 = 8;
+
+impl Inner {
+    /// Commits `entry` through the WAL (see `Wal::commit`), waking the apply thread when
+    /// queued batches are left with no commit leader.
+    pub(crate) fn commit(&self, entry: WalEntry<'_>, sync: bool, queue: bool) -> Result<()> {
+        let stranded = self.wal.commit(entry, sync, queue, &mut |payloads| {
+            self.apply_group(payloads)
+        })?;
+        self.wake_applier(stranded);
+        Ok(())
+    }
+
+    /// Wakes the apply thread if `stranded`: queued batches wait with no commit leader.
+    pub(crate) fn wake_applier(&self, stranded: bool) {
+        if stranded {
+            self.applier.wake();
+        }
+    }
+
+    /// Applies a committed group of WAL payloads to the active memtable, in log order. Runs
+    /// as the WAL's commit leader.
+    pub(crate) fn apply_group(&self, payloads: &[&[u8]]) {
+        let active = self.state.read().active.clone();
+        let now = self.opts.clock.now_ms();
+        let mut seq = self.last_seq.load(Ordering::Relaxed);
+        for payload in payloads {
+            match decode_entry(payload) {
+                Ok(DecodedEntry::Batch(ops)) => {
+                    seq += 1;
+                    active.apply_all(&ops, seq, now);
+                }
+                Ok(DecodedEntry::Table { .. }) => {}
+                // We encoded these bytes ourselves a moment ago.
+                Err(e) => tracing::error!(error = %e, "undecodable WAL payload of our own"),
+            }
+        }
+        self.last_seq.store(seq, Ordering::Relaxed);
+        self.visible_seq.store(seq, Ordering::Release);
+        if active.approximate_bytes() >= self.freeze_at(&active)
+            && let Err(e) = self.freeze()
+        {
+            tracing::warn!(error = %e, "could not freeze the memtable; the next write tries again");
+        }
+    }
+
+    /// The size at which `mem` freezes: `DbOptions::memtable_bytes`, or more when most of
+    /// that would go to rows rather than entries. With many rows of few entries each (a
+    /// million series, each written every few seconds), a flush at the base size would write
+    /// every row with one or two entries, and every compaction after it would copy each row
+    /// once per flush; so a memtable grows until its entries take [`ENTRIES_PER_ROW_BYTE`]
+    /// times what its rows cost, up to [`MEMTABLE_GROWTH`] times the base size.
+    pub(crate) fn freeze_at(&self, mem: &Memtable) -> u64 {
+        let base = self.opts.memtable_bytes as u64;
+        let wanted = mem.row_bytes().saturating_mul(ENTRIES_PER_ROW_BYTE + 1);
+        wanted.clamp(base, base.saturating_mul(MEMTABLE_GROWTH))
+    }
+
+    /// Freezes the active memtable (if it holds anything) and rolls the WAL. Call only as
+    /// the WAL's commit leader.
+    pub(crate) fn freeze(&self) -> Result<()> {
+        let active = self.state.read().active.clone();
+        if active.is_empty() {
+            return Ok(());
+        }
+        let segment = self.wal.roll_now()?;
+        {
+            let mut state = self.state.write();
+            let mut frozen = state.frozen.clone();
+            let next = Arc::new(Memtable::after(&active));
+            frozen.push(Frozen {
+                mem: active,
+                last_segment: segment - 1,
+                last_seq: self.last_seq.load(Ordering::Relaxed),
+            });
+            *state = Arc::new(State {
+                active: next,
+                frozen,
+                files: state.files.clone(),
+            });
+        }
+        self.signal.wake();
+        Ok(())
+    }
+
+    /// Freezes the active memtable, which grew to twice its size because the freeze in
+    /// [`Inner::apply_group`] failed (the WAL could not start a segment, say on a full disk).
+    /// A write is refused with the error while this fails, rather than let memory grow.
+    pub(crate) fn freeze_overgrown(&self) -> Result<()> {
+        let frozen = self.wal.quiesce(|| self.freeze());
+        // Batches queued while this held the commit leadership wait for the apply thread.
+        self.wake_applier(true);
+        frozen
+    }
+
+    /// What a write must attend to first: whether it must wait (too many frozen memtables wait
+    /// for a flush, or a table's level 0 holds too many files), and whether the active
+    /// memtable grew to twice its size (see [`Inner::freeze_overgrown`]).
+    pub(crate) fn pressure(&self) -> (bool, bool) {
+        let state = self.state.read();
+        let l0_limit = self
+            .opts
+            .l0_stall_files
+            .max(self.opts.l0_compaction_trigger.max(2) + 1);
+        // Frozen memtables are bounded in number, and in bytes when they grew past the base
+        // size (see `freeze_at`): one of any size may wait, more only within what the base
+        // size allows.
+        let frozen_bytes: u64 = state.frozen.iter().map(|f| f.mem.approximate_bytes()).sum();
+        let max_frozen = self.opts.max_frozen_memtables.max(1);
+        let stall = state.frozen.len() >= max_frozen
+            || (state.frozen.len() >= 2
+                && frozen_bytes
+                    >= (self.opts.memtable_bytes as u64).saturating_mul(max_frozen as u64))
+            || state
+                .files
+                .tables
+                .values()
+                .any(|levels| levels.first().is_some_and(|l0| l0.len() >= l0_limit));
+        let overgrown =
+            state.active.approximate_bytes() >= self.freeze_at(&state.active).saturating_mul(2);
+        (stall, overgrown)
+    }
+
+    /// True while writes must wait (see [`Inner::pressure`]).
+    pub(crate) fn must_stall(&self) -> bool {
+        self.pressure().0
+    }
+
+    /// Waits while [`Inner::must_stall`], unless the WAL failed (the write is refused then).
+    /// Returns whether the active memtable is overgrown (see [`Inner::pressure`]).
+    pub(crate) fn stall_if_needed(&self) -> bool {
+        let (stall, overgrown) = self.pressure();
+        if !stall {
+            return overgrown;
+        }
+        let start = Instant::now();
+        self.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!("writes stalled: waiting for memtable flushes or level-0 compactions");
+        let (mx, cv) = &self.flushed;
+        let mut g = mx.lock();
+        while self.must_stall() && !self.wal.has_failed() {
+            cv.wait_for(&mut g, Duration::from_millis(10));
+        }
+        self.counters
+            .write_stall_micros
+            .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.pressure().1
+    }
+}
