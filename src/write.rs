@@ -10,9 +10,9 @@ use hyper::Request;
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 use strata_ingest::{
-    InfluxApi, InfluxBatch, InfluxReply, Precision, RemoteWriteBatch, decode_write_request,
+    InfluxApi, InfluxBatch, InfluxReply, Precision, RemoteWriteBatch, decompress_write_request,
 };
-use strata_tsdb::PointRef;
+use strata_tsdb::{PointRef, SeriesPoint};
 
 use crate::http::{Resp, Shared, flag, query_param, raw, read_body};
 use crate::metrics::{ProtocolCounters, reason, refusal_reason, tsdb_error_reason};
@@ -37,14 +37,24 @@ pub(crate) async fn remote_write(req: Request<Incoming>, shared: &Shared) -> Res
 
 fn remote_write_now(body: &[u8], shared: &Shared, sync: bool) -> Resp {
     let c = &shared.metrics.remote_write;
-    let req = match decode_write_request(body, shared.config.max_body_bytes) {
-        Ok(req) => req,
+    let raw = match decompress_write_request(body, shared.config.max_body_bytes) {
+        Ok(raw) => raw,
         Err(e) => {
             c.rejected(reason::BAD_SYNTAX);
             return text(e.status(), format!("{e}\n"));
         }
     };
-    let batch = RemoteWriteBatch::new(&req);
+    let decoded = RemoteWriteBatch::decode(&raw).and_then(|mut batch| {
+        batch.resolve(&shared.tsdb, &shared.remote_write_series)?;
+        Ok(batch)
+    });
+    let batch = match decoded {
+        Ok(batch) => batch,
+        Err(e) => {
+            c.rejected(reason::BAD_SYNTAX);
+            return text(e.status(), format!("{e}\n"));
+        }
+    };
     c.received.inc_by(batch.samples() - batch.stale_markers());
     shared
         .metrics
@@ -54,7 +64,13 @@ fn remote_write_now(body: &[u8], shared: &Shared, sync: bool) -> Resp {
     for kind in batch.refusals() {
         c.rejected(refusal_reason(kind));
     }
-    let results = store(shared, c, &batch.points().points(), sync);
+    for (e, samples) in batch.series_errors() {
+        c.rejected_by(tsdb_error_reason(e), samples);
+    }
+    let results = match store_series(shared, c, &batch.series_points(), sync) {
+        Ok(results) => results,
+        Err(e) => return text(500, format!("storage failed, retry: {e}\n")),
+    };
     let reply = batch.reply(&results);
     c.stored.inc_by(reply.stored);
     text(reply.status, reply.body)
@@ -117,6 +133,27 @@ fn store<S: AsRef<str>>(
         c.rejected(tsdb_error_reason(e));
     }
     results
+}
+
+/// Stores points of resolved series and counts the ones storage refused. They are visible
+/// (and with `sync` durable) when it returns; an `Err` means none may be.
+fn store_series(
+    shared: &Shared,
+    c: &ProtocolCounters,
+    points: &[SeriesPoint<'_>],
+    sync: bool,
+) -> strata_tsdb::Result<Vec<strata_tsdb::Result<()>>> {
+    let tsdb = &shared.tsdb;
+    let results = crate::put::write_in_place(tsdb, || tsdb.write_series(points));
+    for e in results.iter().filter_map(|r| r.as_ref().err()) {
+        c.rejected(tsdb_error_reason(e));
+    }
+    // `write_series` only queues the points; the answer promises they can be read.
+    tsdb.settle()?;
+    if sync {
+        tsdb.sync()?;
+    }
+    Ok(results)
 }
 
 /// Runs `work` in place, or, when `offload` (a large body, or a `sync` write that waits for an
