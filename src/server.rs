@@ -30,6 +30,8 @@ pub(crate) struct Shared {
     pub(crate) host: String,
     /// The series remote write has resolved, by their encoded labels.
     pub(crate) remote_write_series: strata_ingest::KnownSeries,
+    /// The series the line protocol has resolved, by series section and field key.
+    pub(crate) influx_series: strata_ingest::KnownSeries,
 }
 
 #[cfg(test)]
@@ -48,6 +50,7 @@ impl Shared {
             metrics: Metrics::new()?,
             host: "test".into(),
             remote_write_series: strata_ingest::KnownSeries::new(),
+            influx_series: strata_ingest::KnownSeries::new(),
         });
         Ok((shared, keep))
     }
@@ -114,6 +117,7 @@ pub(crate) async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Re
         metrics: Metrics::new().context("registering metrics")?,
         host: crate::stats::hostname(),
         remote_write_series: strata_ingest::KnownSeries::new(),
+        influx_series: strata_ingest::KnownSeries::new(),
     });
     // Row compaction runs in the background, in small paced passes (compat exception 13).
     let rowcompactor = tsdb

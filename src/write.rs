@@ -12,13 +12,17 @@ use hyper::header::{CONTENT_TYPE, HeaderValue};
 use strata_ingest::{
     InfluxApi, InfluxBatch, InfluxReply, Precision, RemoteWriteBatch, decompress_write_request,
 };
-use strata_tsdb::{PointRef, SeriesPoint};
+use strata_tsdb::SeriesPoint;
 
 use crate::http::{Resp, Shared, flag, query_param, raw, read_body};
 use crate::metrics::{ProtocolCounters, reason, refusal_reason, tsdb_error_reason};
 
 /// Bodies from this size are parsed and stored off the async worker, as `/api/put` does.
 const OFFLOAD_BYTES: usize = 64 << 10;
+/// As [`OFFLOAD_BYTES`], for line protocol bodies: Telegraf's (5000 lines, about 1 MB) stay on
+/// the worker, as the points of known series cost little more to store than to read, and
+/// handing the worker's connections to another thread would cost more than it frees.
+const INFLUX_OFFLOAD_BYTES: usize = 4 << 20;
 
 /// Handles `POST /api/v1/write`.
 pub(crate) async fn remote_write(req: Request<Incoming>, shared: &Shared) -> Resp {
@@ -97,42 +101,33 @@ pub(crate) async fn influx(api: InfluxApi, req: Request<Incoming>, shared: &Shar
         Ok(body) => body,
         Err(resp) => return resp,
     };
-    off_worker(sync || body.len() >= OFFLOAD_BYTES, || {
+    off_worker(sync || body.len() >= INFLUX_OFFLOAD_BYTES, || {
         let c = &shared.metrics.influx;
-        let batch = InfluxBatch::parse(&body, precision, now_ms);
+        let (tsdb, known) = (&shared.tsdb, &shared.influx_series);
+        let mut batch = InfluxBatch::parse_known(&body, precision, now_ms, tsdb, known);
         c.received.inc_by(batch.received());
         for kind in batch.refusals() {
             c.rejected(refusal_reason(kind));
         }
         let results = if batch.rejects_all(api) {
-            c.rejected_by(reason::BAD_SYNTAX, batch.points().len() as u64);
+            c.rejected_by(reason::BAD_SYNTAX, batch.known_points() as u64);
             Vec::new()
         } else {
-            store(shared, c, &batch.points().points(), sync)
+            batch.resolve(tsdb, known);
+            for e in batch.resolve_errors() {
+                c.rejected(tsdb_error_reason(e));
+            }
+            match store_series(shared, c, &batch.series_points(), sync) {
+                Ok(results) => results,
+                Err(e) => {
+                    return influx_reply(InfluxReply::storage_failed(api, &e.to_string()));
+                }
+            }
         };
         let reply = batch.reply(api, &results);
         c.stored.inc_by(reply.stored);
         influx_reply(reply)
     })
-}
-
-/// Stores `points` and counts the ones storage refused.
-fn store<S: AsRef<str>>(
-    shared: &Shared,
-    c: &ProtocolCounters,
-    points: &[PointRef<'_, S>],
-    sync: bool,
-) -> Vec<strata_tsdb::Result<()>> {
-    let tsdb = &shared.tsdb;
-    let results = if sync {
-        tsdb.write_sync(points)
-    } else {
-        crate::put::write_in_place(tsdb, || tsdb.write(points))
-    };
-    for e in results.iter().filter_map(|r| r.as_ref().err()) {
-        c.rejected(tsdb_error_reason(e));
-    }
-    results
 }
 
 /// Stores points of resolved series and counts the ones storage refused. They are visible
