@@ -20,11 +20,16 @@
 
 use std::borrow::Cow;
 
+use std::ops::Range;
+
 use serde_json::json;
-use strata_tsdb::{ErrorKind, Value};
+use strata_tsdb::{ErrorKind, SeriesHandle, SeriesPoint, Tsdb, Value};
 
 use crate::batch::{PointBatch, RefusalKind, join_errors, shorten, storage_timestamp, stored_name};
-use crate::line_protocol::{FieldValue, Line, LineKind, lines, parse_line};
+use crate::known_series::{KnownReader, KnownSeries};
+use crate::line_protocol::{
+    FieldValue, Line, LineKind, field_value, lines, parse_line, parse_timestamp, skip_whitespace,
+};
 
 /// How many lines of errors an answer lists.
 const MAX_LISTED_ERRORS: usize = 100;
@@ -127,10 +132,44 @@ struct Refused {
     message: String,
 }
 
+/// How a point of [`InfluxBatch::parse_known`] reaches its series.
+#[derive(Debug)]
+enum Resolution {
+    /// Through a handle: found in [`KnownSeries`], or resolved.
+    Known(SeriesHandle),
+    /// By its names: the point's index in [`InfluxBatch::batch`], to resolve.
+    Named(u32),
+    /// Storage would not resolve it. (Boxed: the error is large and rare, and every point
+    /// carries the enum.)
+    Failed(Box<strata_tsdb::Error>),
+}
+
+/// A point of [`InfluxBatch::parse_known`], in body order.
+#[derive(Debug)]
+struct KnownPoint {
+    series: Resolution,
+    /// Its [`KnownSeries`] key in [`InfluxBatch::keys`]; empty when its line has escapes
+    /// or quotes, which the fast path never takes.
+    key: Range<usize>,
+    timestamp: i64,
+    value: Value,
+    source: u32,
+}
+
 /// The points of a line protocol body, and what was left out of them.
+///
+/// [`InfluxBatch::parse`] maps every line's names. [`InfluxBatch::parse_known`] first tries
+/// each line against [`KnownSeries`], keyed by the line's series section (measurement and
+/// tags as sent), a space and the field key: a line whose every field is known is only
+/// scanned for its values. That takes lines without backslashes and quotes, nearly all.
 #[derive(Debug)]
 pub struct InfluxBatch<'a> {
     batch: PointBatch<'a>,
+    /// With `parse_known`: every point in body order.
+    known: Vec<KnownPoint>,
+    keys: Vec<u8>,
+    /// Whether points are noted in `known`.
+    resolving: bool,
     /// The text of each line that gave points, by source index.
     lines: Vec<&'a str>,
     parse_errors: Vec<String>,
@@ -143,34 +182,94 @@ pub struct InfluxBatch<'a> {
 impl<'a> InfluxBatch<'a> {
     /// Parses `body`; lines without a timestamp get `now_ms`.
     pub fn parse(body: &'a [u8], precision: Precision, now_ms: i64) -> Self {
-        let mut out = InfluxBatch {
+        let mut out = Self::empty(body, false);
+        let mut line = Line::default();
+        for kind in lines(body) {
+            let LineKind::Point(raw) = kind else {
+                continue;
+            };
+            if let Some(text) = out.utf8(raw) {
+                out.parse_full(text, &mut line, precision, now_ms);
+            }
+        }
+        out
+    }
+
+    /// As [`InfluxBatch::parse`], taking the points of series in `known` by their handles;
+    /// [`InfluxBatch::resolve`] then resolves the others.
+    pub fn parse_known(
+        body: &'a [u8],
+        precision: Precision,
+        now_ms: i64,
+        tsdb: &Tsdb,
+        known: &KnownSeries,
+    ) -> Self {
+        let mut out = Self::empty(body, true);
+        let mut line = Line::default();
+        let reader = known.reader(tsdb);
+        let mut fast = FastLine::default();
+        for kind in lines(body) {
+            let LineKind::Point(raw) = kind else {
+                continue;
+            };
+            let Some(text) = out.utf8(raw) else {
+                continue;
+            };
+            if memchr::memchr2(b'\\', b'"', raw).is_none()
+                && fast.scan(text, precision, now_ms, &reader)
+            {
+                out.good_lines += 1;
+                out.fields += fast.points.len() as u64;
+                let source = out.lines.len() as u32;
+                out.lines.push(text);
+                out.known
+                    .extend(fast.points.drain(..).map(|(handle, value)| KnownPoint {
+                        series: Resolution::Known(handle),
+                        key: 0..0,
+                        timestamp: fast.timestamp,
+                        value,
+                        source,
+                    }));
+            } else {
+                out.parse_full(text, &mut line, precision, now_ms);
+            }
+        }
+        out
+    }
+
+    fn empty(body: &[u8], resolving: bool) -> Self {
+        InfluxBatch {
             batch: PointBatch::default(),
+            known: Vec::new(),
+            keys: Vec::new(),
+            resolving,
             lines: Vec::new(),
             parse_errors: Vec::new(),
             refused: Vec::new(),
             good_lines: 0,
             fields: 0,
             empty_body: body.is_empty(),
-        };
-        let mut line = Line::default();
-        for kind in lines(body) {
-            let LineKind::Point(raw) = kind else {
-                continue;
-            };
-            let text = match std::str::from_utf8(raw) {
-                Ok(t) => t,
-                Err(_) => {
-                    let lossy = String::from_utf8_lossy(raw);
-                    out.parse_error(&lossy, "invalid UTF-8");
-                    continue;
-                }
-            };
-            match parse_line(text, &mut line) {
-                Ok(()) => out.add_line(text, &mut line, precision, now_ms),
-                Err(why) => out.parse_error(text, why),
+        }
+    }
+
+    /// The line as text, or `None` after noting the parse error.
+    fn utf8(&mut self, raw: &'a [u8]) -> Option<&'a str> {
+        match std::str::from_utf8(raw) {
+            Ok(t) => Some(t),
+            Err(_) => {
+                let lossy = String::from_utf8_lossy(raw);
+                self.parse_error(&lossy, "invalid UTF-8");
+                None
             }
         }
-        out
+    }
+
+    /// Parses a line fully, mapping its names.
+    fn parse_full(&mut self, text: &'a str, line: &mut Line<'a>, precision: Precision, now: i64) {
+        match parse_line(text, line) {
+            Ok(()) => self.add_line(text, line, precision, now),
+            Err(why) => self.parse_error(text, why),
+        }
     }
 
     fn parse_error(&mut self, text: &str, why: &str) {
@@ -199,6 +298,7 @@ impl<'a> InfluxBatch<'a> {
                 return self.refuse(text, RefusalKind::Timestamp, n, &why);
             }
         };
+        let plain = self.resolving && memchr::memchr2(b'\\', b'"', text.as_bytes()).is_none();
         let tags_start = self.batch.tags_len();
         for (k, v) in line.tags.drain(..) {
             self.batch.add_tag(stored_name(k), stored_name(v));
@@ -207,33 +307,45 @@ impl<'a> InfluxBatch<'a> {
         let measurement = stored_name(std::mem::take(&mut line.measurement));
         let mut stored_any = false;
         for (key, value) in line.fields.drain(..) {
-            let value = match value {
-                FieldValue::Float(f) => Value::Float(f),
-                FieldValue::Int(i) => Value::Int(i),
-                FieldValue::Bool(b) => Value::Int(i64::from(b)),
-                FieldValue::UInt(u) => match i64::try_from(u) {
-                    Ok(i) => Value::Int(i),
-                    Err(_) => {
-                        let why = format!(
-                            "field \"{key}\": unsigned value {u} does not fit in a signed 64-bit \
-                             integer"
-                        );
-                        self.refuse(text, RefusalKind::Value, 1, &why);
-                        continue;
-                    }
-                },
-                FieldValue::Str => {
-                    let why = format!("field \"{key}\" is a string; only numbers can be stored");
-                    self.refuse(text, RefusalKind::Value, 1, &why);
-                    continue;
-                }
+            let Some(stored) = value.stored() else {
+                let why = match value {
+                    FieldValue::UInt(u) => format!(
+                        "field \"{key}\": unsigned value {u} does not fit in a signed 64-bit \
+                         integer"
+                    ),
+                    _ => format!("field \"{key}\" is a string; only numbers can be stored"),
+                };
+                self.refuse(text, RefusalKind::Value, 1, &why);
+                continue;
             };
+            let value = stored;
+            // Without escapes the key is as sent, as the fast path reads it.
+            let raw_key = key.clone();
             let field = stored_name(key);
             let mut metric = String::with_capacity(measurement.len() + 1 + field.len());
             metric.push_str(&measurement);
             metric.push('.');
             metric.push_str(&field);
             let metric = self.batch.add_metric(Cow::Owned(metric));
+            if self.resolving {
+                let key = match text.find(' ') {
+                    Some(end) if plain => {
+                        let start = self.keys.len();
+                        self.keys.extend_from_slice(&text.as_bytes()[..end]);
+                        self.keys.push(b' ');
+                        self.keys.extend_from_slice(raw_key.as_bytes());
+                        start..self.keys.len()
+                    }
+                    _ => 0..0,
+                };
+                self.known.push(KnownPoint {
+                    series: Resolution::Named(self.batch.len() as u32),
+                    key,
+                    timestamp,
+                    value,
+                    source: source as u32,
+                });
+            }
             self.batch
                 .push(metric, tags.clone(), timestamp, value, source);
             stored_any = true;
@@ -251,6 +363,59 @@ impl<'a> InfluxBatch<'a> {
                 message: message.clone(),
             });
         }
+    }
+
+    /// Resolves the points [`InfluxBatch::parse_known`] did not find in `known`, through
+    /// `tsdb`, and remembers their series in `known`.
+    pub fn resolve(&mut self, tsdb: &Tsdb, known: &KnownSeries) {
+        let names = self.batch.points();
+        let mut found = Vec::new();
+        for p in &mut self.known {
+            let Resolution::Named(i) = p.series else {
+                continue;
+            };
+            let Some(point) = names.get(i as usize) else {
+                continue;
+            };
+            p.series = match tsdb.series_handle(point.metric, point.tags) {
+                Ok(h) => {
+                    if !p.key.is_empty() {
+                        found.push((Box::<[u8]>::from(&self.keys[p.key.clone()]), h.clone()));
+                    }
+                    Resolution::Known(h)
+                }
+                Err(e) => Resolution::Failed(Box::new(e)),
+            };
+        }
+        known.insert(found);
+    }
+
+    /// The points of resolved series, for `Tsdb::write_series`, in body order.
+    pub fn series_points(&self) -> Vec<SeriesPoint<'_>> {
+        self.known
+            .iter()
+            .filter_map(|p| match &p.series {
+                Resolution::Known(series) => Some(SeriesPoint {
+                    series,
+                    timestamp: p.timestamp,
+                    value: p.value,
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// How many points [`InfluxBatch::parse_known`] found, resolved or not.
+    pub fn known_points(&self) -> usize {
+        self.known.len()
+    }
+
+    /// What storage said about each point it would not resolve.
+    pub fn resolve_errors(&self) -> impl Iterator<Item = &strata_tsdb::Error> + '_ {
+        self.known.iter().filter_map(|p| match &p.series {
+            Resolution::Failed(e) => Some(&**e),
+            _ => None,
+        })
     }
 
     /// The points to store. For [`InfluxApi::V2`] nothing may be stored when
@@ -275,21 +440,41 @@ impl<'a> InfluxBatch<'a> {
         syntax.chain(self.refused.iter().map(|r| r.kind))
     }
 
-    /// The answer, once the points were written with `results` (one per point, in order; empty
-    /// when [`InfluxBatch::rejects_all`]).
+    /// The answer, once the points were written with `results` (one per point of
+    /// [`InfluxBatch::points`], or of [`InfluxBatch::series_points`] after `parse_known`, in
+    /// order; empty when [`InfluxBatch::rejects_all`]).
     pub fn reply(&self, api: InfluxApi, results: &[strata_tsdb::Result<()>]) -> InfluxReply {
         let mut refused: Vec<String> = self.refused.iter().map(|r| r.message.clone()).collect();
         let mut stored = 0u64;
         let mut server = None;
-        for (i, r) in results.iter().enumerate() {
-            match r {
-                Ok(()) => stored += 1,
-                Err(e) if e.kind() == ErrorKind::Server => {
-                    server.get_or_insert_with(|| e.to_string());
+        let mut note = |e: &strata_tsdb::Error, source: usize| {
+            if e.kind() == ErrorKind::Server {
+                server.get_or_insert_with(|| e.to_string());
+            } else {
+                let line = self.lines.get(source).copied().unwrap_or("");
+                refused.push(format!("'{}': {e}", shorten(line, MAX_QUOTED_LINE)));
+            }
+        };
+        if self.resolving {
+            let mut results = results.iter();
+            for p in &self.known {
+                let r = match &p.series {
+                    Resolution::Failed(e) => Err(&**e),
+                    _ => match results.next() {
+                        Some(r) => r.as_ref(),
+                        None => break,
+                    },
+                };
+                match r {
+                    Ok(()) => stored += 1,
+                    Err(e) => note(e, p.source as usize),
                 }
-                Err(e) => {
-                    let line = self.lines.get(self.batch.source(i)).copied().unwrap_or("");
-                    refused.push(format!("'{}': {e}", shorten(line, MAX_QUOTED_LINE)));
+            }
+        } else {
+            for (i, r) in results.iter().enumerate() {
+                match r {
+                    Ok(()) => stored += 1,
+                    Err(e) => note(e, self.batch.source(i)),
                 }
             }
         }
@@ -303,7 +488,7 @@ impl<'a> InfluxBatch<'a> {
 
     fn reply_v1(&self, refused: &[String], server: Option<String>) -> InfluxReply {
         if let Some(e) = server {
-            return InfluxReply::v1_error(500, &e);
+            return InfluxReply::storage_failed(InfluxApi::V1, &e);
         }
         let parse = join_errors(&self.parse_errors, MAX_LISTED_ERRORS);
         if !self.parse_errors.is_empty() && self.good_lines == 0 {
@@ -334,8 +519,7 @@ impl<'a> InfluxBatch<'a> {
             return InfluxReply::v2_error(400, "invalid", &parse);
         }
         if let Some(e) = server {
-            let message = format!("unexpected error writing points to database: {e}");
-            return InfluxReply::v2_error(500, "internal error", &message);
+            return InfluxReply::storage_failed(InfluxApi::V2, &e);
         }
         if refused.is_empty() {
             return InfluxReply::no_content();
@@ -346,6 +530,83 @@ impl<'a> InfluxBatch<'a> {
             refused.len()
         );
         InfluxReply::v2_error(422, "unprocessable entity", &message)
+    }
+}
+
+/// The scan of a line whose every field is in [`KnownSeries`]: its points, in field order.
+#[derive(Debug, Default)]
+struct FastLine {
+    key: Vec<u8>,
+    points: Vec<(SeriesHandle, Value)>,
+    timestamp: i64,
+}
+
+impl FastLine {
+    /// Reads `text` (a point line without backslashes or quotes) when every field's series is
+    /// known and every value and the timestamp can be stored; `false` sends the line the full
+    /// way, which also reports whatever is wrong with it. Accepts what `parse_line` accepts.
+    fn scan(
+        &mut self,
+        text: &str,
+        precision: Precision,
+        now_ms: i64,
+        known: &KnownReader<'_>,
+    ) -> bool {
+        self.points.clear();
+        let b = text.as_bytes();
+        let n = b.len();
+        let Some(series_end) = memchr::memchr(b' ', b) else {
+            return false;
+        };
+        let mut i = skip_whitespace(b, series_end + 1);
+        loop {
+            let Some(k_end) = memchr::memchr(b'=', &b[i.min(n)..]).map(|p| i + p) else {
+                return false;
+            };
+            let field = &b[i..k_end];
+            if field.is_empty() || field.iter().any(|&c| c == b',' || c == b' ') {
+                return false;
+            }
+            self.key.clear();
+            self.key.extend_from_slice(&b[..series_end]);
+            self.key.push(b' ');
+            self.key.extend_from_slice(field);
+            let Some(series) = known.get(&self.key) else {
+                return false;
+            };
+            i = k_end + 1;
+            if i >= n || matches!(b[i], b' ' | b',') {
+                return false;
+            }
+            let Ok((value, end)) = field_value(text, i) else {
+                return false;
+            };
+            let Some(value) = value.stored() else {
+                return false;
+            };
+            self.points.push((series.clone(), value));
+            i = end;
+            match b.get(i) {
+                None | Some(b' ') => break,
+                Some(b',') if i + 1 < n && b[i + 1] != b' ' => i += 1,
+                Some(_) => return false,
+            }
+        }
+        let ts_ms = match parse_timestamp(text, i) {
+            Ok(None) => now_ms,
+            Ok(Some(ts)) => match precision.to_ms(ts) {
+                Some(ms) => ms,
+                None => return false,
+            },
+            Err(_) => return false,
+        };
+        match storage_timestamp(ts_ms) {
+            Ok(t) => {
+                self.timestamp = t;
+                true
+            }
+            Err(_) => false,
+        }
     }
 }
 
@@ -361,6 +622,17 @@ pub struct InfluxReply {
 }
 
 impl InfluxReply {
+    /// The answer when storage failed: 500, asking for a retry.
+    pub fn storage_failed(api: InfluxApi, error: &str) -> InfluxReply {
+        match api {
+            InfluxApi::V1 => InfluxReply::v1_error(500, error),
+            InfluxApi::V2 => {
+                let message = format!("unexpected error writing points to database: {error}");
+                InfluxReply::v2_error(500, "internal error", &message)
+            }
+        }
+    }
+
     fn no_content() -> InfluxReply {
         InfluxReply {
             status: 204,

@@ -7,7 +7,8 @@
 //!
 //! - [`parse_command`], [`parse_put_line`], [`LineSplitter`]: the telnet protocol.
 //! - [`decode_body`], [`parse_put_body`], [`PutResponse`]: HTTP `/api/put`.
-//! - [`decode_write_request`], [`RemoteWriteBatch`]: Prometheus remote write 1.0.
+//! - [`decompress_write_request`], [`RemoteWriteBatch`], [`KnownSeries`]: Prometheus remote
+//!   write 1.0.
 //! - [`InfluxBatch`], [`Precision`]: the Influx line protocol (`/write`, `/api/v2/write`).
 //!
 //! Remote write and the line protocol map names with [`strata_tsdb::escape_name`] and hand
@@ -19,9 +20,11 @@ mod error;
 mod http_put;
 mod influx;
 mod json;
+mod known_series;
 mod line_protocol;
 mod line_splitter;
 mod point;
+mod protobuf;
 mod put_response;
 mod remote_write;
 mod telnet;
@@ -33,12 +36,13 @@ pub use error::{
 };
 pub use http_put::{DatapointEcho, ParsedPut, PutFailure, decode_body, parse_put_body};
 pub use influx::{InfluxApi, InfluxBatch, InfluxReply, Precision};
+pub use known_series::KnownSeries;
 pub use line_splitter::LineSplitter;
 pub use point::{MAX_INLINE_TAGS, MAX_TIMESTAMP_MS, Num, PointRef, Tags, is_millis};
 pub use put_response::{PutResponse, ReplyMode, error_json};
 pub use remote_write::{
     Label, RemoteWriteBatch, RemoteWriteReply, STALE_NAN_BITS, Sample, TimeSeries, WriteRequest,
-    decode_write_request, encode_write_request,
+    decompress_write_request, encode_write_request,
 };
 pub use telnet::{
     COMMAND_NAMES, Command, PutHead, help_reply, parse_command, parse_put_head, parse_put_line,

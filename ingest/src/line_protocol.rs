@@ -16,6 +16,8 @@
 
 use std::borrow::Cow;
 
+use strata_tsdb::Value;
+
 /// The characters a measurement escapes.
 const MEASUREMENT_ESCAPES: &[u8] = b", ";
 /// The characters tag keys, tag values and field keys escape.
@@ -34,6 +36,20 @@ pub(crate) enum FieldValue {
     Bool(bool),
     /// A quoted string; its text is not needed.
     Str,
+}
+
+impl FieldValue {
+    /// The value as stored: integers as integers, floats as floats, booleans as 1 and 0, and
+    /// unsigned integers as integers when they fit; `None` for a string or a larger unsigned.
+    pub(crate) fn stored(self) -> Option<Value> {
+        Some(match self {
+            FieldValue::Float(f) => Value::Float(f),
+            FieldValue::Int(i) => Value::Int(i),
+            FieldValue::Bool(b) => Value::Int(i64::from(b)),
+            FieldValue::UInt(u) => Value::Int(i64::try_from(u).ok()?),
+            FieldValue::Str => return None,
+        })
+    }
 }
 
 /// One parsed line. Names are unescaped and borrow from the line where they can.
@@ -106,7 +122,7 @@ fn line_end(b: &[u8], start: usize) -> usize {
 }
 
 /// Skips spaces, tabs and NULs, as InfluxDB does between sections.
-fn skip_whitespace(b: &[u8], mut i: usize) -> usize {
+pub(crate) fn skip_whitespace(b: &[u8], mut i: usize) -> usize {
     while i < b.len() && matches!(b[i], b' ' | b'\t' | 0) {
         i += 1;
     }
@@ -176,28 +192,37 @@ pub(crate) fn parse_line<'a>(line: &'a str, out: &mut Line<'a>) -> Result<(), &'
         return Err("missing fields");
     }
     i = parse_fields(line, i, out)?;
+    out.timestamp = parse_timestamp(line, i)?;
+    Ok(())
+}
+
+/// Parses what follows the fields from `i` on: whitespace, then the timestamp if any.
+pub(crate) fn parse_timestamp(line: &str, mut i: usize) -> Result<Option<i64>, &'static str> {
+    let b = line.as_bytes();
+    let n = b.len();
     i = skip_whitespace(b, i);
-    if i < n {
-        let start = i;
-        if b[i] == b'-' {
-            i += 1;
-        }
-        let digits = i;
-        while i < n && b[i] != b' ' {
-            if !b[i].is_ascii_digit() {
-                return Err("bad timestamp");
-            }
-            i += 1;
-        }
-        if i == digits {
+    if i >= n {
+        return Ok(None);
+    }
+    let start = i;
+    if b[i] == b'-' {
+        i += 1;
+    }
+    let digits = i;
+    while i < n && b[i] != b' ' {
+        if !b[i].is_ascii_digit() {
             return Err("bad timestamp");
         }
-        out.timestamp = Some(line[start..i].parse().map_err(|_| "bad timestamp")?);
-        if b[i..].iter().any(|&c| c != b' ') {
-            return Err("point is invalid");
-        }
+        i += 1;
     }
-    Ok(())
+    if i == digits {
+        return Err("bad timestamp");
+    }
+    let ts = line[start..i].parse().map_err(|_| "bad timestamp")?;
+    if b[i..].iter().any(|&c| c != b' ') {
+        return Err("point is invalid");
+    }
+    Ok(Some(ts))
 }
 
 /// Parses `k=v[,k=v…]` up to the space before the fields; returns the index after the space.
@@ -274,7 +299,7 @@ fn parse_fields<'a>(
 }
 
 /// Parses the field value at `i`; returns it and the index after it.
-fn field_value(line: &str, i: usize) -> Result<(FieldValue, usize), &'static str> {
+pub(crate) fn field_value(line: &str, i: usize) -> Result<(FieldValue, usize), &'static str> {
     let b = line.as_bytes();
     if b[i] == b'"' {
         let mut j = i + 1;

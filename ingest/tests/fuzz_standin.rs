@@ -366,15 +366,17 @@ fn check_lines(body: &[u8]) {
 
 /// Decodes a remote write body (snappy around `raw`) and maps it; nothing may panic.
 fn check_remote_write(raw: &[u8]) {
-    use strata_ingest::{RemoteWriteBatch, decode_write_request};
+    use strata_ingest::{RemoteWriteBatch, decompress_write_request};
     let body = snap_compress(raw);
     for b in [raw, &body[..]] {
-        match decode_write_request(b, 1 << 20) {
-            Ok(req) => {
-                let batch = RemoteWriteBatch::new(&req);
-                let n = batch.points().len();
-                let ok: Vec<strata_tsdb::Result<()>> = (0..n).map(|_| Ok(())).collect();
-                let reply = batch.reply(&ok);
+        let decoded = decompress_write_request(b, 1 << 20).and_then(|raw| {
+            let mut batch = RemoteWriteBatch::decode(&raw)?;
+            let n = batch.mapped_points()?.len();
+            let ok: Vec<strata_tsdb::Result<()>> = (0..n).map(|_| Ok(())).collect();
+            Ok((batch.reply(&ok), n))
+        });
+        match decoded {
+            Ok((reply, n)) => {
                 assert!(matches!(reply.status, 204 | 400), "{}", reply.status);
                 assert_eq!(reply.stored, n as u64);
             }
@@ -447,8 +449,9 @@ proptest! {
 #[test]
 fn the_stand_in_seeds_are_valid() {
     let raw = valid_write_request();
-    let req = strata_ingest::decode_write_request(&snap_compress(&raw), 1 << 20);
-    assert_eq!(req.map(|r| r.timeseries.len()).ok(), Some(2));
+    let mut batch = strata_ingest::RemoteWriteBatch::decode(&raw).unwrap();
+    assert_eq!(batch.mapped_points().map(|p| p.len()).ok(), Some(1));
+    assert_eq!(batch.stale_markers(), 1);
     for body in VALID_LINE_BODIES {
         let b = strata_ingest::InfluxBatch::parse(
             body.as_bytes(),

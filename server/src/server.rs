@@ -28,6 +28,10 @@ pub(crate) struct Shared {
     pub(crate) metrics: Metrics,
     /// The host name `/api/stats` and telnet `stats` tag their records with.
     pub(crate) host: String,
+    /// The series remote write has resolved, by their encoded labels.
+    pub(crate) remote_write_series: strata_ingest::KnownSeries,
+    /// The series the line protocol has resolved, by series section and field key.
+    pub(crate) influx_series: strata_ingest::KnownSeries,
 }
 
 #[cfg(test)]
@@ -45,6 +49,8 @@ impl Shared {
             shutdown,
             metrics: Metrics::new()?,
             host: "test".into(),
+            remote_write_series: strata_ingest::KnownSeries::new(),
+            influx_series: strata_ingest::KnownSeries::new(),
         });
         Ok((shared, keep))
     }
@@ -110,6 +116,8 @@ pub async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()
         shutdown: stop_rx,
         metrics: Metrics::new().context("registering metrics")?,
         host: crate::stats::hostname(),
+        remote_write_series: strata_ingest::KnownSeries::new(),
+        influx_series: strata_ingest::KnownSeries::new(),
     });
     // Row compaction runs in the background, in small paced passes (compat exception 13).
     let rowcompactor = tsdb

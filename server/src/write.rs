@@ -10,15 +10,19 @@ use hyper::Request;
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 use strata_ingest::{
-    InfluxApi, InfluxBatch, InfluxReply, Precision, RemoteWriteBatch, decode_write_request,
+    InfluxApi, InfluxBatch, InfluxReply, Precision, RemoteWriteBatch, decompress_write_request,
 };
-use strata_tsdb::PointRef;
+use strata_tsdb::SeriesPoint;
 
 use crate::http::{Resp, Shared, flag, query_param, raw, read_body};
 use crate::metrics::{ProtocolCounters, reason, refusal_reason, tsdb_error_reason};
 
 /// Bodies from this size are parsed and stored off the async worker, as `/api/put` does.
 const OFFLOAD_BYTES: usize = 64 << 10;
+/// As [`OFFLOAD_BYTES`], for line protocol bodies: Telegraf's (5000 lines, about 1 MB) stay on
+/// the worker, as the points of known series cost little more to store than to read, and
+/// handing the worker's connections to another thread would cost more than it frees.
+const INFLUX_OFFLOAD_BYTES: usize = 4 << 20;
 
 /// Handles `POST /api/v1/write`.
 pub(crate) async fn remote_write(req: Request<Incoming>, shared: &Shared) -> Resp {
@@ -37,14 +41,24 @@ pub(crate) async fn remote_write(req: Request<Incoming>, shared: &Shared) -> Res
 
 fn remote_write_now(body: &[u8], shared: &Shared, sync: bool) -> Resp {
     let c = &shared.metrics.remote_write;
-    let req = match decode_write_request(body, shared.config.max_body_bytes) {
-        Ok(req) => req,
+    let raw = match decompress_write_request(body, shared.config.max_body_bytes) {
+        Ok(raw) => raw,
         Err(e) => {
             c.rejected(reason::BAD_SYNTAX);
             return text(e.status(), format!("{e}\n"));
         }
     };
-    let batch = RemoteWriteBatch::new(&req);
+    let decoded = RemoteWriteBatch::decode(&raw).and_then(|mut batch| {
+        batch.resolve(&shared.tsdb, &shared.remote_write_series)?;
+        Ok(batch)
+    });
+    let batch = match decoded {
+        Ok(batch) => batch,
+        Err(e) => {
+            c.rejected(reason::BAD_SYNTAX);
+            return text(e.status(), format!("{e}\n"));
+        }
+    };
     c.received.inc_by(batch.samples() - batch.stale_markers());
     shared
         .metrics
@@ -54,7 +68,13 @@ fn remote_write_now(body: &[u8], shared: &Shared, sync: bool) -> Resp {
     for kind in batch.refusals() {
         c.rejected(refusal_reason(kind));
     }
-    let results = store(shared, c, &batch.points().points(), sync);
+    for (e, samples) in batch.series_errors() {
+        c.rejected_by(tsdb_error_reason(e), samples);
+    }
+    let results = match store_series(shared, c, &batch.series_points(), sync) {
+        Ok(results) => results,
+        Err(e) => return text(500, format!("storage failed, retry: {e}\n")),
+    };
     let reply = batch.reply(&results);
     c.stored.inc_by(reply.stored);
     text(reply.status, reply.body)
@@ -81,18 +101,28 @@ pub(crate) async fn influx(api: InfluxApi, req: Request<Incoming>, shared: &Shar
         Ok(body) => body,
         Err(resp) => return resp,
     };
-    off_worker(sync || body.len() >= OFFLOAD_BYTES, || {
+    off_worker(sync || body.len() >= INFLUX_OFFLOAD_BYTES, || {
         let c = &shared.metrics.influx;
-        let batch = InfluxBatch::parse(&body, precision, now_ms);
+        let (tsdb, known) = (&shared.tsdb, &shared.influx_series);
+        let mut batch = InfluxBatch::parse_known(&body, precision, now_ms, tsdb, known);
         c.received.inc_by(batch.received());
         for kind in batch.refusals() {
             c.rejected(refusal_reason(kind));
         }
         let results = if batch.rejects_all(api) {
-            c.rejected_by(reason::BAD_SYNTAX, batch.points().len() as u64);
+            c.rejected_by(reason::BAD_SYNTAX, batch.known_points() as u64);
             Vec::new()
         } else {
-            store(shared, c, &batch.points().points(), sync)
+            batch.resolve(tsdb, known);
+            for e in batch.resolve_errors() {
+                c.rejected(tsdb_error_reason(e));
+            }
+            match store_series(shared, c, &batch.series_points(), sync) {
+                Ok(results) => results,
+                Err(e) => {
+                    return influx_reply(InfluxReply::storage_failed(api, &e.to_string()));
+                }
+            }
         };
         let reply = batch.reply(api, &results);
         c.stored.inc_by(reply.stored);
@@ -100,23 +130,25 @@ pub(crate) async fn influx(api: InfluxApi, req: Request<Incoming>, shared: &Shar
     })
 }
 
-/// Stores `points` and counts the ones storage refused.
-fn store<S: AsRef<str>>(
+/// Stores points of resolved series and counts the ones storage refused. They are visible
+/// (and with `sync` durable) when it returns; an `Err` means none may be.
+fn store_series(
     shared: &Shared,
     c: &ProtocolCounters,
-    points: &[PointRef<'_, S>],
+    points: &[SeriesPoint<'_>],
     sync: bool,
-) -> Vec<strata_tsdb::Result<()>> {
+) -> strata_tsdb::Result<Vec<strata_tsdb::Result<()>>> {
     let tsdb = &shared.tsdb;
-    let results = if sync {
-        tsdb.write_sync(points)
-    } else {
-        crate::put::write_in_place(tsdb, || tsdb.write(points))
-    };
+    let results = crate::put::write_in_place(tsdb, || tsdb.write_series(points));
     for e in results.iter().filter_map(|r| r.as_ref().err()) {
         c.rejected(tsdb_error_reason(e));
     }
-    results
+    // `write_series` only queues the points; the answer promises they can be read.
+    tsdb.settle()?;
+    if sync {
+        tsdb.sync()?;
+    }
+    Ok(results)
 }
 
 /// Runs `work` in place, or, when `offload` (a large body, or a `sync` write that waits for an

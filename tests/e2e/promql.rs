@@ -43,7 +43,7 @@ fn server() -> anyhow::Result<Server> {
     Ok(server)
 }
 
-fn form(query: &[(&str, &str)]) -> String {
+pub(crate) fn form(query: &[(&str, &str)]) -> String {
     query
         .iter()
         .map(|(k, v)| {
@@ -68,7 +68,11 @@ fn post(server: &Server, path: &str, params: &[(&str, &str)]) -> anyhow::Result<
     Ok((status, serde_json::from_slice(&body)?))
 }
 
-fn get(server: &Server, path: &str, params: &[(&str, &str)]) -> anyhow::Result<(u16, Json)> {
+pub(crate) fn get(
+    server: &Server,
+    path: &str,
+    params: &[(&str, &str)],
+) -> anyhow::Result<(u16, Json)> {
     let (status, text) = server.http("GET", &format!("{path}?{}", form(params)), b"")?;
     Ok((status, serde_json::from_str(&text)?))
 }

@@ -391,3 +391,146 @@ fn compare(
     }
     Ok(())
 }
+
+/// Names with characters OpenTSDB does not allow, written by remote write and by the line
+/// protocol, come back through the PromQL endpoints exactly as they were written.
+#[test]
+fn odd_names_read_back_through_promql() -> anyhow::Result<()> {
+    use crate::promql::get;
+    let server = Server::start()?;
+    let odd = [
+        ("__name__", "job:http_requests:rate5m"),
+        ("instance", "localhost:9090"),
+        ("le", "+Inf"),
+        ("path", "/a b,c=d|e"),
+        ("x__xy", "caf\u{e9} \u{1f642}"),
+        ("odd key", "plain"),
+    ];
+    let req = WriteRequest {
+        timeseries: vec![
+            series(&odd, &[(1.5, T_MS)]),
+            series(
+                &[
+                    ("__name__", "job:http_requests:rate5m"),
+                    ("instance", "other:1"),
+                ],
+                &[(2.5, T_MS)],
+            ),
+        ],
+    };
+    let (status, body) = send(&server, &encode_write_request(&req))?;
+    anyhow::ensure!(status == 204, "remote write: {status} {body}");
+    // The line protocol: measurement `disk io` and field `read ops`, tag `host=server 01`.
+    let line = format!("disk\\ io,host=server\\ 01 read\\ ops=7i {}\n", T_MS / 1000);
+    let (status, reply) = server.http("POST", "/write?db=x&precision=s", line.as_bytes())?;
+    anyhow::ensure!(status == 204, "line protocol: {status} {reply}");
+
+    let time = (T_MS / 1000 + 1).to_string();
+    let want_labels: serde_json::Map<String, Json> = odd
+        .iter()
+        .map(|(k, v)| (k.to_string(), Json::from(*v)))
+        .collect();
+    let (status, j) = get(
+        &server,
+        "/api/v1/query",
+        &[
+            (
+                "query",
+                r#"job:http_requests:rate5m{instance="localhost:9090"}"#,
+            ),
+            ("time", &time),
+        ],
+    )?;
+    assert_eq!(status, 200, "{j}");
+    assert_eq!(j["data"]["result"].as_array().map(Vec::len), Some(1), "{j}");
+    assert_eq!(
+        j["data"]["result"][0]["metric"],
+        Json::Object(want_labels.clone())
+    );
+    assert_eq!(j["data"]["result"][0]["value"][1], "1.5");
+    // Every odd label matches as written, with `=` and with a regex.
+    for (k, v) in &odd[1..] {
+        for op in ["=", "=~"] {
+            let value = if op == "=" {
+                v.to_string()
+            } else {
+                regex_escape(v)
+            };
+            let value = value.replace('\\', "\\\\").replace('"', "\\\"");
+            let query = format!(r#"{{"job:http_requests:rate5m", "{k}"{op}"{value}"}}"#);
+            let (status, j) = get(
+                &server,
+                "/api/v1/query",
+                &[("query", &query), ("time", &time)],
+            )?;
+            assert_eq!(status, 200, "{query}: {j}");
+            assert_eq!(j["data"]["result"][0]["value"][1], "1.5", "{query}: {j}");
+            assert_eq!(
+                j["data"]["result"].as_array().map(Vec::len),
+                Some(1),
+                "{query}: {j}"
+            );
+        }
+    }
+    let (_, j) = get(
+        &server,
+        "/api/v1/query",
+        &[
+            ("query", r#"{"disk io.read ops", host="server 01"}"#),
+            ("time", &time),
+        ],
+    )?;
+    assert_eq!(
+        j["data"]["result"][0]["metric"],
+        serde_json::json!({"__name__": "disk io.read ops", "host": "server 01"}),
+        "{j}"
+    );
+    assert_eq!(j["data"]["result"][0]["value"][1], "7");
+
+    let (status, j) = get(
+        &server,
+        "/api/v1/series",
+        &[("match[]", r#"{__name__=~"job:.*", instance=~"local.*"}"#)],
+    )?;
+    assert_eq!(status, 200, "{j}");
+    assert_eq!(j["data"], Json::Array(vec![Json::Object(want_labels)]));
+
+    let (_, j) = get(&server, "/api/v1/labels", &[])?;
+    assert_eq!(
+        j["data"],
+        serde_json::json!([
+            "__name__", "host", "instance", "le", "odd key", "path", "x__xy"
+        ])
+    );
+    let (_, j) = get(&server, "/api/v1/label/__name__/values", &[])?;
+    assert_eq!(
+        j["data"],
+        serde_json::json!(["disk io.read ops", "job:http_requests:rate5m"])
+    );
+    let (_, j) = get(&server, "/api/v1/label/instance/values", &[])?;
+    assert_eq!(j["data"], serde_json::json!(["localhost:9090", "other:1"]));
+    let (_, j) = get(&server, "/api/v1/label/path/values", &[])?;
+    assert_eq!(j["data"], serde_json::json!(["/a b,c=d|e"]));
+    let (_, j) = get(&server, "/api/v1/label/x__xy/values", &[])?;
+    assert_eq!(j["data"], serde_json::json!(["caf\u{e9} \u{1f642}"]));
+    // A label name that is not a legacy name goes in the path in Prometheus' `U__` escape.
+    let (_, j) = get(
+        &server,
+        "/api/v1/label/U__odd_20_key/values",
+        &[("match[]", "job:http_requests:rate5m")],
+    )?;
+    assert_eq!(j["data"], serde_json::json!(["plain"]));
+    Ok(())
+}
+
+/// `s` as a regular expression that matches exactly `s`.
+fn regex_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 2);
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}

@@ -246,3 +246,56 @@ proptest! {
         prop_assert_eq!(got.to_bits(), f.to_bits());
     }
 }
+
+/// Lines of every kind: plain ones (which the known-series path can take once their series
+/// are known), escaped and quoted ones, and ones that fail in each part.
+const MIXED_BODY: &str = "cpu,host=a,dc=x user=1.5,system=2i,up=true 1700000000000000000
+cpu,host=b user=3 1700000000000000000
+mem,host=a used=5u,free=18446744073709551615u 1700000000000000000
+disk\\ io,host=a\\ b read=1i 1700000000000000000
+log,host=a msg=\"hi there\",n=1i 1700000000000000000
+cpu,host=a,dc=x user=2.5,system=3i,up=F
+cpu,host=a,dc=x user=x 1700000000000000000
+cpu,host=a,host=b user=1 1700000000000000000
+cpu,host=a,dc=x user=1,,system=2i 1700000000000000000
+cpu,host=a,dc=x user=1 17000000000000000000000
+cpu,host=a,dc=x user=1 -5
+cpu,host=a,dc=x user=1 1700000000000000000 extra
+";
+
+#[test]
+fn known_series_lines_are_read_as_the_full_parse_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let tsdb = Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default()).unwrap();
+    let known = KnownSeries::new();
+    let body = MIXED_BODY.as_bytes();
+    let full = InfluxBatch::parse(body, Precision::Nanoseconds, NOW_MS);
+    let full_points: Vec<(i64, Value)> = owned(&full).into_iter().map(|p| (p.2, p.3)).collect();
+    let full_results: Vec<strata_tsdb::Result<()>> = tsdb.write(&full.points().points());
+    let series = tsdb.series_count();
+    for round in 0..3 {
+        let mut b = InfluxBatch::parse_known(body, Precision::Nanoseconds, NOW_MS, &tsdb, &known);
+        assert_eq!(b.received(), full.received(), "round {round}");
+        assert_eq!(
+            b.refusals().collect::<Vec<_>>(),
+            full.refusals().collect::<Vec<_>>(),
+            "round {round}"
+        );
+        b.resolve(&tsdb, &known);
+        let points = b.series_points();
+        let got: Vec<(i64, Value)> = points.iter().map(|p| (p.timestamp, p.value)).collect();
+        assert_eq!(got, full_points, "round {round}");
+        let results = tsdb.write_series(&points);
+        tsdb.settle().unwrap();
+        assert_eq!(tsdb.series_count(), series, "round {round}");
+        for api in [InfluxApi::V1, InfluxApi::V2] {
+            assert_eq!(
+                b.reply(api, &results),
+                full.reply(api, &full_results),
+                "round {round}"
+            );
+        }
+    }
+    // The plain lines' series were remembered: cpu (a: user, system, up; b: user) and mem.
+    assert_eq!(known.len(), 5);
+}

@@ -164,7 +164,7 @@ fn route(tsdb: &Tsdb, req: &PromRequest<'_>, limits: &QueryLimits) -> Result<Vec
     if let Some(name) = label_values_name(path) {
         let name = crate::parse::parse_query_string(&format!("n={name}"))
             .pop()
-            .map(|(_, n)| unescape_name(&n))
+            .map(|(_, n)| unescape_label_path(&n))
             .unwrap_or_default();
         let selectors = parse_selectors(&p.all("match[]"))?;
         let values = label_values(tsdb, &name, &selectors)?;
@@ -272,7 +272,7 @@ fn route(tsdb: &Tsdb, req: &PromRequest<'_>, limits: &QueryLimits) -> Result<Vec
 /// A label name of a `label/<name>/values` path, with Prometheus' escaping of names that are
 /// not legacy names undone: `U__` then `__` for `_` and `_<hex code point>_` for any other
 /// character (`U__host_2e_name` is `host.name`). Anything else is the name as it is.
-fn unescape_name(name: &str) -> String {
+fn unescape_label_path(name: &str) -> String {
     let Some(rest) = name.strip_prefix("U__") else {
         return name.to_owned();
     };
@@ -465,13 +465,13 @@ mod tests {
 
     #[test]
     fn escaped_label_names() {
-        assert_eq!(unescape_name("host"), "host");
-        assert_eq!(unescape_name("U__host_2e_name"), "host.name");
-        assert_eq!(unescape_name("U__a__b"), "a_b");
-        assert_eq!(unescape_name("U__caf_e9_"), "café");
+        assert_eq!(unescape_label_path("host"), "host");
+        assert_eq!(unescape_label_path("U__host_2e_name"), "host.name");
+        assert_eq!(unescape_label_path("U__a__b"), "a_b");
+        assert_eq!(unescape_label_path("U__caf_e9_"), "café");
         // Not a valid escape: the name as sent.
-        assert_eq!(unescape_name("U__a_zz_"), "U__a_zz_");
-        assert_eq!(unescape_name("U__a_2e"), "U__a_2e");
+        assert_eq!(unescape_label_path("U__a_zz_"), "U__a_zz_");
+        assert_eq!(unescape_label_path("U__a_2e"), "U__a_2e");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use roaring::RoaringBitmap;
 use strata_tsdb::Tsdb;
 
-use super::names::{prom_name, prom_value, stored_name};
+use super::names::{prom_name, stored_names};
 use super::plan::{Expr, LabelMatcher, METRIC_NAME, lower};
 use super::select::find_series;
 use crate::error::{Error, Result};
@@ -76,25 +76,30 @@ pub(crate) fn label_values(
     selectors: &[Vec<LabelMatcher>],
 ) -> Result<Vec<String>> {
     if selectors.is_empty() {
-        return Ok(if name == METRIC_NAME {
-            tsdb.metric_names()?
+        if name == METRIC_NAME {
+            return Ok(tsdb
+                .metric_names()?
                 .iter()
                 .map(|m| prom_name(m).into_owned())
-                .collect()
-        } else {
-            tsdb.tag_values(&stored_name(name))?
-                .iter()
-                .map(|v| prom_value(v).into_owned())
-                .collect()
-        });
+                .collect());
+        }
+        let mut values = BTreeSet::new();
+        for key in stored_names(name).iter() {
+            values.extend(
+                tsdb.tag_values(key)?
+                    .iter()
+                    .map(|v| prom_name(v).into_owned()),
+            );
+        }
+        return Ok(values.into_iter().collect());
     }
     let mut values = BTreeSet::new();
-    let key = stored_name(name);
+    let keys = stored_names(name);
     each_series(tsdb, &matching(tsdb, selectors)?, |metric, tags| {
         if name == METRIC_NAME {
             values.insert(prom_name(metric).into_owned());
-        } else if let Some((_, v)) = tags.iter().find(|(k, _)| *k == *key) {
-            values.insert(prom_value(v).into_owned());
+        } else if let Some((_, v)) = tags.iter().find(|(k, _)| keys.contains(k)) {
+            values.insert(prom_name(v).into_owned());
         }
     })?;
     Ok(values.into_iter().collect())
@@ -111,7 +116,7 @@ pub(crate) fn series(
         labels.push((METRIC_NAME.to_owned(), prom_name(metric).into_owned()));
         labels.extend(
             tags.iter()
-                .map(|(k, v)| (prom_name(k).into_owned(), prom_value(v).into_owned())),
+                .map(|(k, v)| (prom_name(k).into_owned(), prom_name(v).into_owned())),
         );
         labels.sort();
         out.push(labels);

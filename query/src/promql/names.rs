@@ -1,12 +1,13 @@
 //! Names between PromQL and storage.
 //!
 //! A stored metric name is the PromQL label `__name__`, and each tag is a label of the same
-//! name. [`prom_name`]/[`stored_name`] (metric and tag names) and [`prom_value`]/
-//! [`stored_value`] (tag values) are the one place where names cross: all are the identity
-//! here. Prometheus 3 takes any UTF-8 name (quoted: `{"cpu.user"}`), so every stored
-//! name can be shown as it is. Where another protocol maps its names onto OpenTSDB's narrower
-//! character set, it does so reversibly where the names are stored, and the reverse of that
-//! mapping belongs in these two functions.
+//! name. Remote write and the line protocol store foreign names through
+//! [`strata_tsdb::escape_name`] (`localhost:9090` is stored as `localhost__x3A_9090`), so PromQL
+//! shows each stored name through [`strata_tsdb::unescape_name`], and looks a PromQL name up
+//! as its escaped form (`docs/prometheus.md`, "Names"). A stored name that no escape produced
+//! (`put m 1 1 host=a__xZ` over telnet) is shown as it is, and is found under that name too.
+//! Prometheus 3 takes any UTF-8 name (quoted: `{"cpu.user"}`), so every stored name can be
+//! shown.
 //!
 //! OpenTSDB names usually contain dots (`sys.cpu.user`), which bare PromQL identifiers cannot.
 //! [`quote_dotted_names`] turns a dotted name written bare, as VictoriaMetrics' MetricsQL and
@@ -14,24 +15,39 @@
 
 use std::borrow::Cow;
 
-/// The PromQL name of a stored metric name or tag name.
+use strata_tsdb::{escape_name, unescape_name};
+
+/// The PromQL name or value of a stored metric name, tag name or tag value.
 pub(crate) fn prom_name(stored: &str) -> Cow<'_, str> {
-    Cow::Borrowed(stored)
+    unescape_name(stored).unwrap_or(Cow::Borrowed(stored))
 }
 
-/// The stored name of a PromQL metric or label name.
-pub(crate) fn stored_name(prom: &str) -> Cow<'_, str> {
-    Cow::Borrowed(prom)
+/// The stored names that show as the PromQL name or value `prom` under [`prom_name`]: its
+/// escaped form, and `prom` itself when that is not an escaped form (a name stored by other
+/// means, shown as it is). One name, nearly always.
+pub(crate) fn stored_names(prom: &str) -> StoredNames<'_> {
+    let escaped = escape_name(prom);
+    let literal = (escaped != prom && unescape_name(prom).is_none()).then_some(prom);
+    StoredNames { escaped, literal }
 }
 
-/// The PromQL value of a stored tag value.
-pub(crate) fn prom_value(stored: &str) -> Cow<'_, str> {
-    Cow::Borrowed(stored)
+/// The result of [`stored_names`].
+#[derive(Debug, Clone)]
+pub(crate) struct StoredNames<'a> {
+    escaped: Cow<'a, str>,
+    literal: Option<&'a str>,
 }
 
-/// The stored value of a PromQL label value.
-pub(crate) fn stored_value(prom: &str) -> Cow<'_, str> {
-    Cow::Borrowed(prom)
+impl StoredNames<'_> {
+    /// Each stored name, the escaped form first.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(&*self.escaped).chain(self.literal)
+    }
+
+    /// Whether `stored` is one of the names.
+    pub(crate) fn contains(&self, stored: &str) -> bool {
+        self.iter().any(|n| n == stored)
+    }
 }
 
 /// Keywords after which a parenthesis holds label names.
@@ -182,6 +198,37 @@ pub(crate) fn quote_dotted_names(query: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_names_show_as_written() {
+        let stored = |s| {
+            stored_names(s)
+                .iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(stored("host"), ["host"]);
+        assert_eq!(
+            stored("localhost:9090"),
+            ["localhost__x3A_9090", "localhost:9090"]
+        );
+        assert_eq!(stored("x__xy"), ["x__x5F__xy", "x__xy"]);
+        // An escaped form is shown unescaped, so it is not also looked up as it is.
+        assert_eq!(stored("a__x3A_b"), ["a__x5F__x3A_b"]);
+        for s in [
+            "host",
+            "localhost:9090",
+            "x__xy",
+            "a__x3A_b",
+            "+Inf",
+            "caf\u{e9}",
+        ] {
+            for n in stored_names(s).iter() {
+                assert_eq!(prom_name(n), s, "{n}");
+            }
+        }
+        assert_eq!(prom_name("a__xZ"), "a__xZ");
+    }
 
     #[test]
     fn dotted_names_are_quoted() {

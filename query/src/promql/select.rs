@@ -12,7 +12,7 @@ use strata_tsdb::{Filter, FilterKind, Tsdb, UidKind, ValueColumn};
 
 use super::eval::{Evaluator, Labels, RawSeries, StepSeries};
 use super::functions::{Sample, range_function};
-use super::names::{prom_name, prom_value, stored_name, stored_value};
+use super::names::{prom_name, stored_names};
 use super::plan::{LabelMatcher, METRIC_NAME, MatchKind, RangeFunc, Selector};
 use crate::error::{Error, Result};
 
@@ -34,7 +34,7 @@ pub(crate) fn find_series(tsdb: &Tsdb, matchers: &[LabelMatcher]) -> Result<Roar
         .iter()
         .find(|m| matches!(m.op, MatchKind::Equal))
     {
-        Some(m) => vec![stored_name(&m.value).into_owned()],
+        Some(m) => stored_names(&m.value).iter().map(str::to_owned).collect(),
         None => tsdb.suggest(UidKind::Metric, "", usize::MAX),
     };
     let mut out = RoaringBitmap::new();
@@ -75,26 +75,26 @@ fn matcher_ids(
     m: &LabelMatcher,
     all: &RoaringBitmap,
 ) -> Result<RoaringBitmap> {
-    let key = stored_name(&m.name);
-    let filter = |kind, expr: &str| Filter::new(kind, &key, expr, false).map_err(Error::from);
-    let find = |kind, expr: &str| -> Result<RoaringBitmap> {
-        Ok(ids_of(tsdb, metric, &[filter(kind, expr)?])?.unwrap_or_default())
+    let keys = stored_names(&m.name);
+    // The series that have the key and pass `filter(key)`, over every stored form of the key.
+    let find = |filter: &dyn Fn(&str) -> Result<Option<Filter>>| -> Result<RoaringBitmap> {
+        let mut out = RoaringBitmap::new();
+        for key in keys.iter() {
+            if let Some(f) = filter(key)? {
+                out |= ids_of(tsdb, metric, &[f])?.unwrap_or_default();
+            }
+        }
+        Ok(out)
     };
-    let with_key = || find(FilterKind::Wildcard, "*");
+    let with_key = || find(&|key| Ok(Some(Filter::new(FilterKind::Wildcard, key, "*", false)?)));
     // The series whose value matches the positive form of the matcher (`=`, `=~`).
     let positive = || -> Result<RoaringBitmap> {
         match &m.op {
             MatchKind::Equal | MatchKind::NotEqual => {
-                let value = stored_value(&m.value);
-                if value.contains('|') {
-                    find(FilterKind::Regexp, &format!("^{}$", regex::escape(&value)))
-                } else {
-                    find(FilterKind::LiteralOr, &value)
-                }
+                let values = stored_names(&m.value);
+                find(&|key| Ok(Some(literal_filter(key, values.iter())?)))
             }
-            // The index matches stored values: the PromQL values while `prom_value` is the
-            // identity (a mapping would match each value's `prom_value` here instead).
-            MatchKind::Regex(r) | MatchKind::NotRegex(r) => find(FilterKind::Regexp, r.as_str()),
+            MatchKind::Regex(_) | MatchKind::NotRegex(_) => find(&|key| regex_filter(tsdb, key, m)),
         }
     };
     let empty_value = m.value.is_empty();
@@ -111,13 +111,63 @@ fn matcher_ids(
     })
 }
 
+/// A filter on `key` that passes exactly the stored `values`.
+fn literal_filter<'v>(key: &str, values: impl Iterator<Item = &'v str>) -> Result<Filter> {
+    let values: Vec<&str> = values.collect();
+    // A literal_or filter splits its expression at `|`; a value holding one needs a regex.
+    let filter = if values.iter().any(|v| v.contains('|')) {
+        let alternatives: Vec<String> = values.iter().map(|v| regex::escape(v)).collect();
+        Filter::new(
+            FilterKind::Regexp,
+            key,
+            &format!("^(?:{})$", alternatives.join("|")),
+            false,
+        )
+    } else {
+        Filter::new(FilterKind::LiteralOr, key, &values.join("|"), false)
+    };
+    Ok(filter?)
+}
+
+/// A filter on `key` that passes the stored values whose PromQL value matches the positive
+/// form of regex matcher `m`; `None` when no value does. The regex runs in the index on the
+/// stored values as they are unless one of them shows differently in PromQL (an escaped
+/// value): then on the PromQL value of each of the key's values.
+fn regex_filter(tsdb: &Tsdb, key: &str, m: &LabelMatcher) -> Result<Option<Filter>> {
+    let (MatchKind::Regex(r) | MatchKind::NotRegex(r)) = &m.op else {
+        return Ok(None);
+    };
+    let values = tsdb.tag_values(key)?;
+    let mut matching = Vec::new();
+    let mut escaped = false;
+    for v in &values {
+        let shown = prom_name(v);
+        escaped |= matches!(shown, std::borrow::Cow::Owned(_));
+        if r.is_match(&shown) {
+            matching.push(v.as_str());
+        }
+    }
+    if !escaped {
+        return Ok(Some(Filter::new(
+            FilterKind::Regexp,
+            key,
+            r.as_str(),
+            false,
+        )?));
+    }
+    if matching.is_empty() {
+        return Ok(None);
+    }
+    literal_filter(key, matching.into_iter()).map(Some)
+}
+
 /// A series' labels: its metric as `__name__`, then its tags, sorted.
 fn labels_of(metric: &str, tags: &[(String, String)]) -> Labels {
     let mut labels = Vec::with_capacity(tags.len() + 1);
     labels.push((METRIC_NAME.to_owned(), prom_name(metric).into_owned()));
     labels.extend(
         tags.iter()
-            .map(|(k, v)| (prom_name(k).into_owned(), prom_value(v).into_owned())),
+            .map(|(k, v)| (prom_name(k).into_owned(), prom_name(v).into_owned())),
     );
     labels.sort();
     labels

@@ -665,3 +665,108 @@ fn matchers_agree_with_the_brute_force_definition() {
         }
     }
 }
+
+/// Names stored as remote write stores them ([`strata_tsdb::escape_name`]), and one stored
+/// as telnet may store it, are read back as they were written.
+#[test]
+fn escaped_names_read_back_as_written() {
+    use strata_tsdb::escape_name;
+    let dir = tempfile::tempdir().unwrap();
+    let tsdb = Tsdb::open(dir.path(), TsdbOptions::default()).unwrap();
+    let written = [
+        ("job:up:rate5m", "instance", "localhost:9090", 1),
+        ("job:up:rate5m", "instance", "a b,c=d", 2),
+        ("job:up:rate5m", "instance", "plain", 3),
+        ("job:up:rate5m", "weird key", "x|y", 4),
+        ("job:up:rate5m", "instance", "x__xy", 5),
+    ];
+    for (metric, k, v, n) in written {
+        put(
+            &tsdb,
+            &escape_name(metric),
+            &[(&escape_name(k), &escape_name(v))],
+            &[(T, Value::Int(n))],
+        );
+    }
+    // A name no escape produced, as a telnet put can store it: shown and found as it is.
+    put(
+        &tsdb,
+        "tel__xnet",
+        &[("host", "a__xZ")],
+        &[(T, Value::Int(6))],
+    );
+    let db = Db { _dir: dir, tsdb };
+    let values = |q: &str| -> Vec<f64> {
+        let mut v: Vec<f64> = by_label(instant(&db, q, T + 1).unwrap(), "")
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    assert_eq!(
+        values(r#"{"job:up:rate5m", instance="localhost:9090"}"#),
+        [1.0]
+    );
+    assert_eq!(values(r#"job:up:rate5m{instance="a b,c=d"}"#), [2.0]);
+    assert_eq!(
+        values(r#"job:up:rate5m{instance=~"localhost:.*|plain"}"#),
+        [1.0, 3.0]
+    );
+    assert_eq!(
+        values(r#"job:up:rate5m{instance!~".*:.*"}"#),
+        [2.0, 3.0, 4.0, 5.0]
+    );
+    assert_eq!(values(r#"job:up:rate5m{instance="x__xy"}"#), [5.0]);
+    assert_eq!(values(r#"job:up:rate5m{"weird key"="x|y"}"#), [4.0]);
+    assert_eq!(values(r#"job:up:rate5m{"weird key"=~"x.y"}"#), [4.0]);
+    assert_eq!(values(r#"{__name__=~"job:.*"}"#), [1.0, 2.0, 3.0, 4.0, 5.0]);
+    assert_eq!(values(r#"{"tel__xnet", host="a__xZ"}"#), [6.0]);
+    assert_eq!(values(r#"{"tel__xnet", host=~"a__x.*"}"#), [6.0]);
+
+    let PromValue::Vector(samples) =
+        instant(&db, r#"job:up:rate5m{instance="a b,c=d"}"#, T + 1).unwrap()
+    else {
+        panic!("not a vector");
+    };
+    assert_eq!(
+        samples[0].labels,
+        [
+            ("__name__".to_owned(), "job:up:rate5m".to_owned()),
+            ("instance".to_owned(), "a b,c=d".to_owned())
+        ]
+    );
+    let (status, j) = api(&db, "GET", "labels", "", "");
+    assert_eq!(status, 200, "{j}");
+    assert_eq!(
+        j["data"],
+        serde_json::json!(["__name__", "host", "instance", "weird key"])
+    );
+    let (_, j) = api(&db, "GET", "label/__name__/values", "", "");
+    assert_eq!(j["data"], serde_json::json!(["job:up:rate5m", "tel__xnet"]));
+    let (_, j) = api(&db, "GET", "label/instance/values", "", "");
+    assert_eq!(
+        j["data"],
+        serde_json::json!(["a b,c=d", "localhost:9090", "plain", "x__xy"])
+    );
+    // Prometheus' escape of a label name in the path: `U__` and `_20_` for a space.
+    let (_, j) = api(
+        &db,
+        "GET",
+        "label/U__weird_20_key/values",
+        "match[]=%7B__name__%3D%22job%3Aup%3Arate5m%22%7D",
+        "",
+    );
+    assert_eq!(j["data"], serde_json::json!(["x|y"]));
+    let (_, j) = api(
+        &db,
+        "GET",
+        "series",
+        "match[]=%7Binstance%3D~%22local.*%22%7D",
+        "",
+    );
+    assert_eq!(
+        j["data"],
+        serde_json::json!([{"__name__": "job:up:rate5m", "instance": "localhost:9090"}])
+    );
+}
