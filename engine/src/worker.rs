@@ -9,6 +9,25 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::inner::{Inner, Signal};
 
+/// Starts the database's background threads: the apply thread (batches queued with no commit
+/// leader, see `Db::write_queued`), the flush thread and the compaction thread.
+pub(crate) fn spawn_all(inner: &Arc<Inner>) -> Result<()> {
+    spawn_worker(
+        "strata-apply",
+        "applying queued writes",
+        Arc::downgrade(inner),
+        inner.applier.clone(),
+        |inner| {
+            inner
+                .wal
+                .lead_queued(&mut |payloads| inner.apply_group(payloads));
+            Ok(())
+        },
+    )?;
+    spawn_flusher(Arc::downgrade(inner), inner.signal.clone())?;
+    spawn_compactor(Arc::downgrade(inner), inner.compact_signal.clone())
+}
+
 /// Starts the thread that flushes frozen memtables while the database is open, waking the
 /// compaction thread after each flush.
 fn spawn_flusher(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
@@ -86,23 +105,4 @@ fn spawn_worker(
         })
         .map_err(|e| Error::io(format!("spawning thread {name}"), e))?;
     Ok(())
-}
-
-/// Starts the database's background threads: the apply thread (batches queued with no commit
-/// leader, see `Db::write_queued`), the flush thread and the compaction thread.
-pub(crate) fn spawn_all(inner: &Arc<Inner>) -> Result<()> {
-    spawn_worker(
-        "strata-apply",
-        "applying queued writes",
-        Arc::downgrade(inner),
-        inner.applier.clone(),
-        |inner| {
-            inner
-                .wal
-                .lead_queued(&mut |payloads| inner.apply_group(payloads));
-            Ok(())
-        },
-    )?;
-    spawn_flusher(Arc::downgrade(inner), inner.signal.clone())?;
-    spawn_compactor(Arc::downgrade(inner), inner.compact_signal.clone())
 }
