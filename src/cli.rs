@@ -10,7 +10,7 @@ pub(crate) mod scan;
 
 use anyhow::Context;
 
-use crate::config::Config;
+use strata_server::config::Config;
 
 /// How long the row compactor waits after a closed row was last dirtied before folding it
 /// (`TsdbOptions::rowcompact_settle`).

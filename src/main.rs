@@ -1,19 +1,6 @@
 //! The `strata` binary: command-line entry point and wiring.
 
-mod api;
 mod cli;
-mod config;
-mod http;
-mod metrics;
-mod promql;
-mod put;
-mod server;
-mod stats;
-mod telnet;
-mod ui;
-mod unwind;
-mod version;
-mod write;
 
 use clap::{Parser, Subcommand};
 
@@ -69,7 +56,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Runs the server: OpenTSDB telnet and HTTP on one port.
-    Serve(config::ServeArgs),
+    Serve(strata_server::config::ServeArgs),
     /// Imports files in OpenTSDB's text import format (`metric timestamp value tag=v …` per
     /// line, plain or gzip) straight into the data directory; the server must not be running
     /// on it.
@@ -107,13 +94,13 @@ fn main() -> anyhow::Result<()> {
         .init();
     match cli.command {
         Command::Serve(args) => {
-            let config = config::Config::resolve(&args)?;
+            let config = strata_server::config::Config::resolve(&args)?;
             let (lock, tsdb) = cli::open_locked(&config)?;
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(config.worker_threads)
                 .enable_all()
                 .build()?;
-            let result = runtime.block_on(server::serve(config, tsdb));
+            let result = runtime.block_on(strata_server::server::serve(config, tsdb));
             drop(runtime);
             drop(lock);
             result

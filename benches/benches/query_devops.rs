@@ -1,4 +1,4 @@
-//! Latency of the five peer-benchmark queries (Q1–Q5 of `/work/shared/bench/queries.py`, OpenTSDB
+//! Latency of the five peer-benchmark queries (Q1–Q5 of `benches/peers/peers.py`, OpenTSDB
 //! dialect, exact JSON bodies) through `strata_query::handle_query_method`, over a devops-shaped
 //! data set: 200 hosts × 20 metrics at a 10 s interval, row-compacted and engine-compacted as the
 //! server's `POST /api/admin/compact` leaves it.

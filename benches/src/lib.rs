@@ -94,7 +94,8 @@ mod tests {
     }
 }
 
-/// The devops workload of `shared/bench`: hosts × 20 metrics, 6 tags, one point per 10 s.
+/// The devops workload of the peer benchmark (`benches/peers/`): hosts × 20 metrics, 6 tags,
+/// one point per 10 s.
 pub mod devops {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};

@@ -31,6 +31,7 @@ mod manifest;
 mod memtable;
 mod open;
 mod options;
+pub mod priority;
 mod read;
 mod scan;
 mod snapshot;

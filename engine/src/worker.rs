@@ -9,55 +9,57 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::inner::{Inner, Signal};
 
-/// Starts the database's background threads: the apply thread (batches queued with no commit
-/// leader, see `Db::write_queued`), the flush thread and the compaction thread.
-pub(crate) fn spawn_all(inner: &Arc<Inner>) -> Result<()> {
-    spawn_worker(
-        "strata-apply",
-        "applying queued writes",
-        Arc::downgrade(inner),
-        inner.applier.clone(),
-        |inner| {
-            inner
-                .wal
-                .lead_queued(&mut |payloads| inner.apply_group(payloads));
-            Ok(())
-        },
-    )?;
-    spawn_flusher(Arc::downgrade(inner), inner.signal.clone())?;
-    spawn_compactor(Arc::downgrade(inner), inner.compact_signal.clone())
-}
-
 /// Starts the thread that flushes frozen memtables while the database is open, waking the
 /// compaction thread after each flush.
 fn spawn_flusher(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
-    spawn_worker("strata-flush", "memtable flush", db, signal, |inner| {
-        let flushed = (|| {
-            while inner.flush_oldest()? {
-                inner.compact_signal.wake();
+    spawn_worker(
+        "strata-flush",
+        "memtable flush",
+        Priority::Background,
+        db,
+        signal,
+        |inner| {
+            let flushed = (|| {
+                while inner.flush_oldest()? {
+                    inner.compact_signal.wake();
+                }
+                Ok(())
+            })();
+            if flushed.is_err() {
+                inner.counters.flush_errors.fetch_add(1, Ordering::Relaxed);
             }
-            Ok(())
-        })();
-        if flushed.is_err() {
-            inner.counters.flush_errors.fetch_add(1, Ordering::Relaxed);
-        }
-        flushed
-    })
+            flushed
+        },
+    )
 }
 
 /// Starts the thread that runs due compactions while the database is open, apart from the
 /// flush thread: a compaction of a large level takes seconds, and flushes must go on meanwhile.
 fn spawn_compactor(db: Weak<Inner>, signal: Arc<Signal>) -> Result<()> {
-    spawn_worker("strata-compact", "compaction", db, signal, |inner| {
-        let compacted = inner.compact_due();
-        if compacted.is_err() {
-            inner
-                .counters
-                .compaction_errors
-                .fetch_add(1, Ordering::Relaxed);
-        }
-        compacted
-    })
+    spawn_worker(
+        "strata-compact",
+        "compaction",
+        Priority::Background,
+        db,
+        signal,
+        |inner| {
+            let compacted = inner.compact_due();
+            if compacted.is_err() {
+                inner
+                    .counters
+                    .compaction_errors
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            compacted
+        },
+    )
+}
+
+/// Whether a worker thread serves writers that wait for it or works in the background.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Priority {
+    Foreground,
+    Background,
 }
 
 /// The first wait before a failed background job runs again. Each failure in a row doubles
@@ -75,6 +77,7 @@ const RETRY_MAX: Duration = Duration::from_secs(10);
 fn spawn_worker(
     name: &str,
     what: &'static str,
+    priority: Priority,
     db: Weak<Inner>,
     signal: Arc<Signal>,
     work: impl Fn(&Inner) -> Result<()> + Send + 'static,
@@ -82,6 +85,9 @@ fn spawn_worker(
     std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
+            if priority == Priority::Background {
+                crate::priority::lower_current_thread();
+            }
             let mut retry: Option<Duration> = None;
             loop {
                 signal.wait();
@@ -105,4 +111,24 @@ fn spawn_worker(
         })
         .map_err(|e| Error::io(format!("spawning thread {name}"), e))?;
     Ok(())
+}
+
+/// Starts the database's background threads: the apply thread (batches queued with no commit
+/// leader, see `Db::write_queued`), the flush thread and the compaction thread.
+pub(crate) fn spawn_all(inner: &Arc<Inner>) -> Result<()> {
+    spawn_worker(
+        "strata-apply",
+        "applying queued writes",
+        Priority::Foreground,
+        Arc::downgrade(inner),
+        inner.applier.clone(),
+        |inner| {
+            inner
+                .wal
+                .lead_queued(&mut |payloads| inner.apply_group(payloads));
+            Ok(())
+        },
+    )?;
+    spawn_flusher(Arc::downgrade(inner), inner.signal.clone())?;
+    spawn_compactor(Arc::downgrade(inner), inner.compact_signal.clone())
 }

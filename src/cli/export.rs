@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::config::{Config, StorageArgs};
+use strata_server::config::{Config, StorageArgs};
 
 /// `strata export` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -46,7 +46,7 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
         timeout: None,
         ..strata_query::QueryLimits::default()
     };
-    let now_ms = crate::api::now_ms();
+    let now_ms = strata_server::now_ms();
     let mut out = Vec::new();
     let summary =
         strata_query::export_parquet(&tsdb, method, &query, &body, now_ms, &limits, &mut out)

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use strata_ingest::{ParseConfig, parse_put_line};
 
-use crate::config::{Config, StorageArgs};
-use crate::metrics::{put_error_reason, tsdb_error_reason};
+use strata_server::config::{Config, StorageArgs};
+use strata_server::metrics::{put_error_reason, tsdb_error_reason};
 
 /// `strata import` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -201,7 +201,7 @@ impl<'t> Importer<'t> {
                     self.summary.lines += 1;
                     let at = self.at(number);
                     self.summary.reject(
-                        crate::metrics::reason::BAD_SYNTAX,
+                        strata_server::metrics::reason::BAD_SYNTAX,
                         at,
                         format!("line longer than {MAX_LINE_BYTES} bytes"),
                     );
@@ -244,7 +244,7 @@ impl<'t> Importer<'t> {
         let mut rejects = Vec::new();
         for (range, number) in &self.lines {
             match parse_put_line(&self.chunk[range.clone()], &self.cfg)
-                .and_then(crate::put::check_units)
+                .and_then(strata_server::put::check_units)
             {
                 Ok(p) => {
                     parsed.push(p);
@@ -254,7 +254,7 @@ impl<'t> Importer<'t> {
             }
         }
         let points: Vec<strata_tsdb::PointRef<'_>> =
-            parsed.iter().map(crate::put::to_tsdb).collect();
+            parsed.iter().map(strata_server::put::to_tsdb).collect();
         for (r, number) in self.tsdb.write(&points).into_iter().zip(numbers) {
             match r {
                 Ok(()) => self.summary.points += 1,

@@ -1,5 +1,5 @@
-//! Grafana's OpenTSDB data source, replayed: the exact requests of `shared/spec/grafana.md`
-//! (path L = the browser through Grafana's proxy, path B = the Go backend plugin), checking
+//! Grafana's OpenTSDB data source, replayed: the exact requests its `datasource.ts` and its Go
+//! backend plugin send (path L = the browser through Grafana's proxy, path B = the Go backend plugin), checking
 //! every field Grafana reads.
 
 use std::collections::BTreeSet;

@@ -170,7 +170,10 @@ impl Tsdb {
         let s = stop.clone();
         let thread = std::thread::Builder::new()
             .name("rowcompact".into())
-            .spawn(move || run_background(&db, interval, &s))
+            .spawn(move || {
+                strata_engine::priority::lower_current_thread();
+                run_background(&db, interval, &s)
+            })
             .map_err(|e| Error::InvalidArgument(format!("cannot start rowcompact thread: {e}")))?;
         Ok(RowCompactor {
             stop,

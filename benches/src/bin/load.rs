@@ -8,7 +8,7 @@
 //! cargo run -p strata-benches --release --bin load -- --file devops.telnet --pid <pid>
 //! ```
 //!
-//! Without `--file`, it generates the devops shape of `shared/bench` in memory: `--hosts` hosts ×
+//! Without `--file`, it generates the devops shape of the peer benchmark (`benches/peers/`) in memory: `--hosts` hosts ×
 //! 20 metrics with 6 tags each, one point per 10 s, for `--hours` hours, seeded by `--seed`.
 //! Each connection sends a contiguous share of the lines.
 
@@ -121,7 +121,7 @@ fn generate(hosts: usize, hours: i64, seed: u64) -> Vec<u8> {
 }
 
 /// Splits `data` into `n` pieces by series (metric and tags), keeping each piece's lines in
-/// order, as `shared/bench`'s `tsgen --split` does: every series is sent by one connection, so
+/// order, as the peer benchmark's split files are: every series is sent by one connection, so
 /// each connection's points of a series arrive in time order.
 fn split_lines(data: &[u8], n: usize) -> Vec<Vec<u8>> {
     use std::hash::{DefaultHasher, Hash, Hasher};

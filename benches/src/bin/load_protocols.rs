@@ -9,7 +9,7 @@
 //!     --proto influx --addr 127.0.0.1:8428 --path /write --pid <vm pid>
 //! ```
 //!
-//! The workload is the devops shape of `shared/bench` generated in memory (as `load` does):
+//! The workload is the devops shape of the peer benchmark (`benches/peers/`) generated in memory (as `load` does):
 //! `--hosts` hosts × 20 metrics with 6 tags, one point per 10 s for `--hours` hours, seeded by
 //! `--seed`. Remote write sends Prometheus-style requests: `--batch` samples (default 2000,
 //! Prometheus' `max_samples_per_send`), one sample per series, metric names with `_` for `.`.

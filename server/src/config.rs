@@ -11,92 +11,92 @@ use serde::Deserialize;
 /// The storage flags every command that opens a data directory shares (`serve`, `import`,
 /// `scan`, `compact`). Each can also come from the environment variable named beside it.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub(crate) struct StorageArgs {
+pub struct StorageArgs {
     /// TOML configuration file. Its keys are the long flag names with `_` for `-`.
     #[arg(long, env = "STRATA_CONFIG")]
-    pub(crate) config: Option<PathBuf>,
+    pub config: Option<PathBuf>,
     /// Data directory [default: ./strata-data].
     #[arg(long, env = "STRATA_DATA_DIR")]
-    pub(crate) data_dir: Option<PathBuf>,
+    pub data_dir: Option<PathBuf>,
     /// WAL fsync policy: `always` or `interval:<ms>` [default: interval:100].
     #[arg(long, env = "STRATA_FSYNC")]
-    pub(crate) fsync: Option<String>,
+    pub fsync: Option<String>,
     /// Size of the write buffer (memtable) in MiB; up to four more fill while full ones are
     /// written out, so writes can hold about five times this [default: 32].
     #[arg(long, env = "STRATA_MEMTABLE_MB", value_parser = clap::value_parser!(u64).range(1..=4096))]
-    pub(crate) memtable_mb: Option<u64>,
+    pub memtable_mb: Option<u64>,
     /// Size of the block cache for reads in MiB; 0 turns it off [default: 64].
     #[arg(long, env = "STRATA_CACHE_MB", value_parser = clap::value_parser!(u64).range(0..=1048576))]
-    pub(crate) cache_mb: Option<u64>,
+    pub cache_mb: Option<u64>,
 }
 
 /// `strata serve` flags. Each can also come from the environment variable named beside it.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub(crate) struct ServeArgs {
+pub struct ServeArgs {
     #[command(flatten)]
-    pub(crate) storage: StorageArgs,
+    pub storage: StorageArgs,
     /// Address to listen on [default: 127.0.0.1].
     #[arg(long, env = "STRATA_BIND")]
-    pub(crate) bind: Option<IpAddr>,
+    pub bind: Option<IpAddr>,
     /// Port for telnet and HTTP [default: 4242].
     #[arg(long, env = "STRATA_PORT")]
-    pub(crate) port: Option<u16>,
+    pub port: Option<u16>,
     /// Longest telnet line accepted, in bytes [default: 1024].
     #[arg(long, env = "STRATA_MAX_LINE_BYTES")]
-    pub(crate) max_line_bytes: Option<usize>,
+    pub max_line_bytes: Option<usize>,
     /// Most concurrent connections [default: 4096].
     #[arg(long, env = "STRATA_MAX_CONNECTIONS")]
-    pub(crate) max_connections: Option<usize>,
+    pub max_connections: Option<usize>,
     /// Threads that serve connections (OpenTSDB's `tsd.network.worker_threads`). The storage
     /// engine runs its own threads beside them [default: half the cores, at least 1].
     #[arg(long, env = "STRATA_WORKER_THREADS", value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub(crate) worker_threads: Option<u64>,
+    pub worker_threads: Option<u64>,
     /// Largest HTTP request body accepted, in bytes, after decompression [default: 64 MiB].
     #[arg(long, env = "STRATA_MAX_BODY_BYTES")]
-    pub(crate) max_body_bytes: Option<usize>,
+    pub max_body_bytes: Option<usize>,
     /// Longest a query may run, in milliseconds, before it is answered with a 408; 0 means no
     /// limit (OpenTSDB's `tsd.query.timeout`) [default: 60000].
     #[arg(long, env = "STRATA_QUERY_TIMEOUT_MS")]
-    pub(crate) query_timeout_ms: Option<u64>,
+    pub query_timeout_ms: Option<u64>,
     /// Most series one sub-query of `/api/query` may read; past it the query gets a 413 that
     /// names the limit. 0 means no limit [default: 500000].
     #[arg(long, env = "STRATA_QUERY_MAX_SERIES")]
-    pub(crate) query_max_series: Option<usize>,
+    pub query_max_series: Option<usize>,
     /// Most data points one query may read (OpenTSDB's `tsd.query.limits.data_points.default`);
     /// past it the query gets a 413 that names the limit. 0 means no limit [default:
     /// 100000000].
     #[arg(long, env = "STRATA_QUERY_MAX_DATA_POINTS")]
-    pub(crate) query_max_data_points: Option<usize>,
+    pub query_max_data_points: Option<usize>,
     /// Origins allowed to make cross-origin (CORS) HTTP requests: empty turns CORS off, `*`
     /// allows any origin, otherwise a comma-separated list (OpenTSDB's
     /// `tsd.http.request.cors_domains`) [default: empty].
     #[arg(long, env = "STRATA_CORS_DOMAINS")]
-    pub(crate) cors_domains: Option<String>,
+    pub cors_domains: Option<String>,
     /// The `Access-Control-Allow-Headers` value sent to allowed origins (OpenTSDB's
     /// `tsd.http.request.cors_headers`) [default: Authorization, Content-Type, Accept, Origin,
     /// User-Agent, DNT, Cache-Control, X-Mx-ReqToken, Keep-Alive, X-Requested-With,
     /// If-Modified-Since].
     #[arg(long, env = "STRATA_CORS_HEADERS")]
-    pub(crate) cors_headers: Option<String>,
+    pub cors_headers: Option<String>,
     /// Longest a new connection may take to send its first byte, and an HTTP request its
     /// whole header after its first byte, in milliseconds; past it the connection is closed,
     /// so clients that send nothing or half a header cannot hold connection slots. 0 means no
     /// limit [default: 10000].
     #[arg(long, env = "STRATA_HEADER_TIMEOUT_MS")]
-    pub(crate) header_timeout_ms: Option<u64>,
+    pub header_timeout_ms: Option<u64>,
     /// Longest an HTTP connection may wait for its next request, and a request body may
     /// pause, in milliseconds; 0 means no limit [default: 60000].
     #[arg(long, env = "STRATA_HTTP_IDLE_TIMEOUT_MS")]
-    pub(crate) http_idle_timeout_ms: Option<u64>,
+    pub http_idle_timeout_ms: Option<u64>,
     /// Longest a telnet connection may send nothing before it is closed, in milliseconds; 0
     /// means never (OpenTSDB's `tsd.core.socket.timeout`). Collectors such as tcollector keep
     /// a connection open and write every 15 s or so [default: 0].
     #[arg(long, env = "STRATA_TELNET_IDLE_TIMEOUT_MS")]
-    pub(crate) telnet_idle_timeout_ms: Option<u64>,
+    pub telnet_idle_timeout_ms: Option<u64>,
     /// Allow `/api/query` to delete what it matches (`DELETE`, or `delete: true`), OpenTSDB's
     /// `tsd.http.query.allow_delete` [default: false].
     #[arg(long, env = "STRATA_ALLOW_DELETE", num_args = 0..=1, default_missing_value = "true")]
-    pub(crate) allow_delete: Option<bool>,
+    pub allow_delete: Option<bool>,
 }
 
 /// The default memtable size in MiB. Since a flush folds each row into one block, small
@@ -141,7 +141,7 @@ const DEFAULT_QUERY_MAX_SERIES: usize = 500_000;
 const DEFAULT_QUERY_MAX_DATA_POINTS: usize = 100_000_000;
 
 /// OpenTSDB's default `tsd.http.request.cors_headers`.
-pub(crate) const DEFAULT_CORS_HEADERS: &str = "Authorization, Content-Type, Accept, Origin, \
+pub const DEFAULT_CORS_HEADERS: &str = "Authorization, Content-Type, Accept, Origin, \
      User-Agent, DNT, Cache-Control, X-Mx-ReqToken, Keep-Alive, X-Requested-With, \
      If-Modified-Since";
 
@@ -172,7 +172,7 @@ struct FileConfig {
 
 /// Which origins may make cross-origin requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Cors {
+pub enum Cors {
     /// CORS is off: no headers, `OPTIONS` is not allowed.
     Off,
     /// Every origin is allowed (`*`).
@@ -183,7 +183,7 @@ pub(crate) enum Cors {
 
 impl Cors {
     /// Parses `cors_domains`: empty is off, a list holding `*` allows all.
-    pub(crate) fn parse(s: &str) -> Cors {
+    pub fn parse(s: &str) -> Cors {
         let domains: Vec<String> = s
             .split(',')
             .map(|d| d.trim().to_ascii_uppercase())
@@ -199,7 +199,7 @@ impl Cors {
     }
 
     /// Whether requests from `origin` are allowed (false when CORS is off).
-    pub(crate) fn allows(&self, origin: &str) -> bool {
+    pub fn allows(&self, origin: &str) -> bool {
         match self {
             Cors::Off => false,
             Cors::Any => true,
@@ -210,40 +210,40 @@ impl Cors {
 
 /// The resolved configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Config {
-    pub(crate) data_dir: PathBuf,
-    pub(crate) bind: IpAddr,
-    pub(crate) port: u16,
-    pub(crate) fsync: String,
-    pub(crate) memtable_mb: u64,
-    pub(crate) cache_mb: u64,
-    pub(crate) max_line_bytes: usize,
-    pub(crate) max_connections: usize,
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub bind: IpAddr,
+    pub port: u16,
+    pub fsync: String,
+    pub memtable_mb: u64,
+    pub cache_mb: u64,
+    pub max_line_bytes: usize,
+    pub max_connections: usize,
     /// Threads of the connection-serving runtime.
-    pub(crate) worker_threads: usize,
-    pub(crate) max_body_bytes: usize,
+    pub worker_threads: usize,
+    pub max_body_bytes: usize,
     /// `None` = no limit.
-    pub(crate) query_timeout: Option<std::time::Duration>,
+    pub query_timeout: Option<std::time::Duration>,
     /// For a new connection's first byte and an HTTP request's header; `None` = no limit.
-    pub(crate) header_timeout: Option<Duration>,
+    pub header_timeout: Option<Duration>,
     /// For an HTTP connection between requests and a body's pauses; `None` = no limit.
-    pub(crate) http_idle_timeout: Option<Duration>,
+    pub http_idle_timeout: Option<Duration>,
     /// For a telnet connection that sends nothing; `None` = never.
-    pub(crate) telnet_idle_timeout: Option<Duration>,
+    pub telnet_idle_timeout: Option<Duration>,
     /// Most series per sub-query; 0 = no limit.
-    pub(crate) query_max_series: usize,
+    pub query_max_series: usize,
     /// Most data points per query; 0 = no limit.
-    pub(crate) query_max_data_points: usize,
-    pub(crate) cors: Cors,
-    pub(crate) cors_headers: String,
+    pub query_max_data_points: usize,
+    pub cors: Cors,
+    pub cors_headers: String,
     /// Whether queries may delete.
-    pub(crate) allow_delete: bool,
+    pub allow_delete: bool,
 }
 
 impl Config {
     /// Resolves the storage settings of an offline command (`import`, `scan`, `compact`) the
     /// same way `serve` does; the other settings take their file values or defaults.
-    pub(crate) fn resolve_storage(args: &StorageArgs) -> anyhow::Result<Config> {
+    pub fn resolve_storage(args: &StorageArgs) -> anyhow::Result<Config> {
         Config::resolve(&ServeArgs {
             storage: args.clone(),
             ..ServeArgs::default()
@@ -251,7 +251,7 @@ impl Config {
     }
 
     /// Resolves `args` (flags, with the environment already folded in by clap) over the file.
-    pub(crate) fn resolve(args: &ServeArgs) -> anyhow::Result<Config> {
+    pub fn resolve(args: &ServeArgs) -> anyhow::Result<Config> {
         let storage = &args.storage;
         let file = match &storage.config {
             Some(path) => read_file(path)?,

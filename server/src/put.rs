@@ -264,7 +264,7 @@ fn to_owned(p: &PointRef<'_>) -> Point {
 /// (`put m 5.5 …` is 5 500 ms); OpenTSDB would store it 50 years off, Strata refuses it.
 /// Whole seconds (`5.000`) are fine: [`to_tsdb`] passes them as seconds.
 #[inline]
-pub(crate) fn check_units(
+pub fn check_units(
     p: strata_ingest::PointRef<'_>,
 ) -> Result<strata_ingest::PointRef<'_>, PutError> {
     if p.millis && !is_millis(p.timestamp) && p.timestamp % 1000 != 0 {
@@ -297,7 +297,7 @@ pub(crate) fn to_value(n: Num) -> Value {
 }
 
 /// The storage layer's view of a parsed point; borrows everything.
-pub(crate) fn to_tsdb<'a>(p: &'a strata_ingest::PointRef<'a>) -> PointRef<'a> {
+pub fn to_tsdb<'a>(p: &'a strata_ingest::PointRef<'a>) -> PointRef<'a> {
     // A small millisecond value would be read as seconds; [`check_units`] let only whole
     // seconds through, so dividing is exact.
     let timestamp = if p.millis && !is_millis(p.timestamp) {

@@ -88,7 +88,7 @@ pub(crate) async fn turns_beside<T: Send + 'static>(
 }
 
 /// Serves until SIGINT or SIGTERM, then stops accepting, lets connections finish, and returns.
-pub(crate) async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()> {
+pub async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()> {
     let addr = (config.bind, config.port);
     let listener = TcpListener::bind(addr)
         .await

@@ -268,7 +268,7 @@ pub(crate) async fn export(req: Request<Incoming>, shared: &Shared) -> Resp {
 /// operators; it returns only when everything is done.
 pub(crate) fn admin_compact(shared: &Shared) -> Resp {
     let tsdb = shared.tsdb.clone();
-    let result = tokio::task::block_in_place(|| crate::cli::compact::compact_all(&tsdb));
+    let result = tokio::task::block_in_place(|| crate::compact::compact_all(&tsdb));
     match result {
         Ok(report) => json_ok(&json!({
             "rowsExamined": report.rows.rows_examined,
@@ -412,7 +412,7 @@ pub(crate) fn query_params(query: &str, name: &str) -> Vec<String> {
 }
 
 /// The wall clock in milliseconds.
-pub(crate) fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)

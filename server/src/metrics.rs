@@ -38,9 +38,9 @@ pub(crate) mod phase {
 }
 
 /// Why a point was rejected: the values of the `reason` label.
-pub(crate) mod reason {
+pub mod reason {
     /// The line or object had the wrong shape (too few tokens, not UTF-8).
-    pub(crate) const BAD_SYNTAX: &str = "bad_syntax";
+    pub const BAD_SYNTAX: &str = "bad_syntax";
     /// An empty metric, tag key or tag value, or one with an illegal character.
     pub(crate) const BAD_NAME: &str = "bad_name";
     /// A missing, non-positive, malformed or out-of-range timestamp.
@@ -625,7 +625,7 @@ fn gauge_value(v: u64) -> i64 {
 }
 
 /// The reason label of a rejected telnet line.
-pub(crate) fn put_error_reason(e: &PutError) -> &'static str {
+pub fn put_error_reason(e: &PutError) -> &'static str {
     match e {
         PutError::NotEnoughArguments { .. } | PutError::InvalidUtf8 => reason::BAD_SYNTAX,
         PutError::EmptyMetric => reason::BAD_NAME,
@@ -663,7 +663,7 @@ pub(crate) fn refusal_reason(kind: strata_ingest::RefusalKind) -> &'static str {
 }
 
 /// The reason label of a point the tsdb layer refused.
-pub(crate) fn tsdb_error_reason(e: &strata_tsdb::Error) -> &'static str {
+pub fn tsdb_error_reason(e: &strata_tsdb::Error) -> &'static str {
     use strata_tsdb::Error as E;
     match e {
         E::EmptyName { .. } | E::IllegalCharacter { .. } => reason::BAD_NAME,
