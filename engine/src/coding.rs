@@ -68,12 +68,14 @@ pub(crate) fn be_u64(b: &[u8]) -> u64 {
 pub(crate) struct Cursor<'a>(pub(crate) &'a [u8]);
 
 impl<'a> Cursor<'a> {
+    #[inline]
     pub(crate) fn byte(&mut self) -> Option<u8> {
         let (&b, rest) = self.0.split_first()?;
         self.0 = rest;
         Some(b)
     }
 
+    #[inline]
     pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         if self.0.len() < n {
             return None;
@@ -85,6 +87,7 @@ impl<'a> Cursor<'a> {
 
     /// An unsigned LEB128 varint of at most 10 bytes that fits in a u64; rejects overlong
     /// encodings' overflow.
+    #[inline]
     pub(crate) fn varint(&mut self) -> Option<u64> {
         let mut v = 0u64;
         for i in 0..10 {
@@ -101,10 +104,12 @@ impl<'a> Cursor<'a> {
         None
     }
 
+    #[inline]
     pub(crate) fn varint_u32(&mut self) -> Option<u32> {
         self.varint().and_then(|v| u32::try_from(v).ok())
     }
 
+    #[inline]
     pub(crate) fn bytes(&mut self) -> Option<&'a [u8]> {
         let n = usize::try_from(self.varint()?).ok()?;
         self.take(n)

@@ -62,7 +62,7 @@ impl Inner {
     /// Runs one compaction of `table`'s files and installs its outputs. The caller holds
     /// `compaction`, so the inputs stay as planned; flushes may add level-0 files meanwhile,
     /// which hold newer data than any input and are left alone.
-    pub(crate) fn compact(&self, table: u32, plan: &Plan) -> Result<()> {
+    fn compact(&self, table: u32, plan: &Plan) -> Result<()> {
         let start = Instant::now();
         let files = self.state.read().files.clone();
         let inputs: Vec<Arc<SstReader>> = files
@@ -141,7 +141,7 @@ impl Inner {
     }
 
     /// Merges `inputs` into new files of `level`, cut between rows at the target size.
-    pub(crate) fn write_compaction(
+    fn write_compaction(
         &self,
         table: u32,
         level: u8,

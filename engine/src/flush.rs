@@ -21,7 +21,7 @@ type EntrySink<'a> = dyn FnMut(&Entry) -> Result<()> + 'a;
 impl Inner {
     /// Writes the entries `feed` passes to its callback (ascending, unique keys) to the new
     /// SST file `id`. Returns `None` (and leaves no file) when there is no entry.
-    pub(crate) fn write_sst(
+    fn write_sst(
         &self,
         table: u32,
         level: u8,

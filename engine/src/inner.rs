@@ -21,6 +21,7 @@ use crate::state::State;
 use crate::table::Table;
 use crate::wal::Wal;
 
+/// The counters behind `EngineStats` that the write, flush and compaction paths keep.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) flush_errors: AtomicU64,
@@ -39,8 +40,8 @@ pub(crate) struct Counters {
 /// Wakes a background thread (flush, compaction or apply).
 #[derive(Debug, Default)]
 pub(crate) struct Signal {
-    pub(crate) work: Mutex<bool>,
-    pub(crate) cv: Condvar,
+    work: Mutex<bool>,
+    cv: Condvar,
 }
 
 /// The state every handle of a database shares, and its background threads reach through
@@ -67,6 +68,7 @@ pub(crate) struct Inner {
     pub(crate) manifest: Mutex<Manifest>,
     /// Serializes compactions: the background ones and [`crate::Db::compact_all`].
     pub(crate) compaction: Mutex<()>,
+    /// Wakes the flush thread, when a memtable freezes.
     pub(crate) signal: Arc<Signal>,
     /// Wakes the compaction thread, after each flush.
     pub(crate) compact_signal: Arc<Signal>,
@@ -100,6 +102,7 @@ impl Signal {
 }
 
 impl Inner {
+    /// Sets the options of `table`, which `Db::open_table` passes each time it opens it.
     pub(crate) fn set_table_options(&self, table: u32, opts: TableOptions) {
         let mut ttls = self.ttls.write();
         let mut next = (**ttls).clone();
@@ -111,6 +114,7 @@ impl Inner {
         self.table_opts.write().insert(table, opts);
     }
 
+    /// The options `table` was last opened with (the defaults if none).
     pub(crate) fn table_options(&self, table: u32) -> TableOptions {
         self.table_opts
             .read()
@@ -119,6 +123,7 @@ impl Inner {
             .unwrap_or_default()
     }
 
+    /// Table ids and names, as the manifest records them.
     pub(crate) fn table_registry(&self) -> BTreeMap<u32, String> {
         self.tables
             .read()
@@ -161,6 +166,8 @@ impl Inner {
         });
     }
 
+    /// Finishes SST file `id` (`name`) and opens it for reading; on failure the file is
+    /// discarded.
     pub(crate) fn finish_sst(
         &self,
         table: u32,

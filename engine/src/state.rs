@@ -26,6 +26,7 @@ pub(crate) struct Files {
 }
 
 impl Files {
+    /// Adds `reader` to `level` of `table`; [`Files::sort`] puts it in its place.
     pub(crate) fn add(&mut self, table: u32, level: u8, reader: Arc<SstReader>) {
         let levels = self.tables.entry(table).or_default();
         let level = usize::from(level);

@@ -76,7 +76,7 @@ impl Inner {
     /// every row with one or two entries, and every compaction after it would copy each row
     /// once per flush; so a memtable grows until its entries take [`ENTRIES_PER_ROW_BYTE`]
     /// times what its rows cost, up to [`MEMTABLE_GROWTH`] times the base size.
-    pub(crate) fn freeze_at(&self, mem: &Memtable) -> u64 {
+    fn freeze_at(&self, mem: &Memtable) -> u64 {
         let base = self.opts.memtable_bytes as u64;
         let wanted = mem.row_bytes().saturating_mul(ENTRIES_PER_ROW_BYTE + 1);
         wanted.clamp(base, base.saturating_mul(MEMTABLE_GROWTH))
@@ -122,7 +122,7 @@ impl Inner {
     /// What a write must attend to first: whether it must wait (too many frozen memtables wait
     /// for a flush, or a table's level 0 holds too many files), and whether the active
     /// memtable grew to twice its size (see [`Inner::freeze_overgrown`]).
-    pub(crate) fn pressure(&self) -> (bool, bool) {
+    fn pressure(&self) -> (bool, bool) {
         let state = self.state.read();
         let l0_limit = self
             .opts

@@ -31,8 +31,9 @@ pub(super) fn cell_of(kind: EntryKind) -> u8 {
     u8::from(kind != EntryKind::DeleteRow)
 }
 
-/// Orders two entries of one row like [`InternalKey`]s, ignoring the kind of two cell entries
-/// (within a batch a later one replaces an earlier one of the same cell).
+/// Orders two entries of one row like [`InternalKey`](crate::key::InternalKey)s, ignoring the
+/// kind of two cell entries (within a batch a later one replaces an earlier one of the same
+/// cell).
 pub(super) fn cmp_slot(a: (u8, &[u8], u64), b: (u8, &[u8], u64)) -> CmpOrdering {
     a.0.cmp(&b.0)
         .then_with(|| a.1.cmp(b.1))
