@@ -8,8 +8,10 @@
 //!
 //! Each host has 20 metrics with 6 tags (`host`, `dc` of 4, `rack` of 50, `os`, `arch`,
 //! `team` of 10), so there are 20 × `--hosts` series; every series has a point each
-//! `--interval` seconds for `--hours` hours from 2026-01-01T00:00:00Z, a one-decimal random walk
-//! in 0..100 drawn from `--seed`. Series `i` goes to file `<out>.<i mod split>`, so each file
+//! `--interval` seconds for `--hours` hours from 2026-01-01T00:00:00Z, drawn from `--seed`. The
+//! values are shaped as a host agent reports them: percentages and load averages with two
+//! decimals and memory with one, as bounded random walks; byte, time and error counts as
+//! monotonic integer counters (errors rarely move); process counts as integer gauges. Series `i` goes to file `<out>.<i mod split>`, so each file
 //! holds whole series in time order, as one collector connection sends them. It prints the
 //! number of lines written.
 
@@ -42,6 +44,85 @@ const METRICS: [&str; 20] = [
     "proc.running",
     "proc.total",
 ];
+/// How a metric's values move.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    /// A random walk within `lo..=hi` by at most `step` a point, written with `decimals`.
+    Gauge {
+        lo: f64,
+        hi: f64,
+        step: f64,
+        decimals: usize,
+    },
+    /// A counter that grows by up to `max_inc` a point, moving on a point with probability `p`.
+    Counter { max_inc: u64, p: f64 },
+    /// An integer walk within `lo..=hi` by at most `step`.
+    Count { lo: i64, hi: i64, step: i64 },
+}
+
+/// The kind of each of [`METRICS`], in order.
+const KINDS: [Kind; 20] = {
+    const PCT: Kind = Kind::Gauge {
+        lo: 0.0,
+        hi: 100.0,
+        step: 2.0,
+        decimals: 2,
+    };
+    const MEM: Kind = Kind::Gauge {
+        lo: 0.0,
+        hi: 65_536.0,
+        step: 64.0,
+        decimals: 1,
+    };
+    const BYTES: Kind = Kind::Counter {
+        max_inc: 1 << 20,
+        p: 1.0,
+    };
+    const ERRORS: Kind = Kind::Counter {
+        max_inc: 3,
+        p: 0.01,
+    };
+    const LOAD: Kind = Kind::Gauge {
+        lo: 0.0,
+        hi: 16.0,
+        step: 0.25,
+        decimals: 2,
+    };
+    [
+        PCT,
+        PCT,
+        PCT,
+        PCT,
+        PCT,
+        MEM,
+        MEM,
+        MEM,
+        MEM,
+        BYTES,
+        BYTES,
+        Kind::Counter {
+            max_inc: 10_000,
+            p: 1.0,
+        },
+        BYTES,
+        BYTES,
+        ERRORS,
+        ERRORS,
+        LOAD,
+        LOAD,
+        Kind::Count {
+            lo: 0,
+            hi: 32,
+            step: 1,
+        },
+        Kind::Count {
+            lo: 100,
+            hi: 600,
+            step: 3,
+        },
+    ]
+};
+
 /// First timestamp (2026-01-01T00:00:00Z), in seconds.
 const START: i64 = 1_767_225_600;
 
@@ -75,7 +156,15 @@ fn main() -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut rng = StdRng::seed_from_u64(seed);
     let series = hosts * METRICS.len();
-    let mut values: Vec<f64> = (0..series).map(|_| rng.gen_range(0.0..100.0)).collect();
+    // Each series' current value: a float for gauges, an integer (kept in an f64, exact below
+    // 2^53) for counters and counts.
+    let mut values: Vec<f64> = (0..series)
+        .map(|i| match KINDS[i % METRICS.len()] {
+            Kind::Gauge { lo, hi, .. } => rng.gen_range(lo..=hi),
+            Kind::Counter { max_inc, .. } => rng.gen_range(0..max_inc << 20) as f64,
+            Kind::Count { lo, hi, .. } => rng.gen_range(lo..=hi) as f64,
+        })
+        .collect();
     // Each series' text after the timestamp and value, made once.
     let tails: Vec<String> = (0..hosts)
         .flat_map(|h| {
@@ -93,9 +182,31 @@ fn main() -> anyhow::Result<()> {
     for step in 0..hours * 3600 / interval {
         let ts = START + step * interval;
         for (i, (v, tail)) in values.iter_mut().zip(&tails).enumerate() {
-            *v = (*v + rng.gen_range(-1.0..1.0)).clamp(0.0, 100.0);
+            let m = i % METRICS.len();
             let f = &mut files[i % split];
-            write!(f, "put {} {ts} {v:.1}{tail}", METRICS[i % METRICS.len()])?;
+            write!(f, "put {} {ts} ", METRICS[m])?;
+            match KINDS[m] {
+                Kind::Gauge {
+                    lo,
+                    hi,
+                    step,
+                    decimals,
+                } => {
+                    *v = (*v + rng.gen_range(-step..=step)).clamp(lo, hi);
+                    write!(f, "{v:.decimals$}")?;
+                }
+                Kind::Counter { max_inc, p } => {
+                    if rng.gen_bool(p) {
+                        *v += rng.gen_range(0..=max_inc) as f64;
+                    }
+                    write!(f, "{}", *v as u64)?;
+                }
+                Kind::Count { lo, hi, step } => {
+                    *v = (*v as i64 + rng.gen_range(-step..=step)).clamp(lo, hi) as f64;
+                    write!(f, "{}", *v as i64)?;
+                }
+            }
+            f.write_all(tail.as_bytes())?;
             lines += 1;
         }
     }
