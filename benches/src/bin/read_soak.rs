@@ -165,7 +165,7 @@ fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
 }
 
 /// Writes the devops shape on one connection, for hosts `hosts`, from timestamp step 0 until
-/// `stop`; counts what it wrote in `written` and publishes the newest complete step in `newest`.
+/// `stop`; counts what it wrote in `written` and publishes its newest complete step in `newest`.
 fn ingest(
     addr: &str,
     hosts: std::ops::Range<usize>,
@@ -213,7 +213,7 @@ fn ingest(
         s.write_all(&buf)?;
         buf.clear();
         written.fetch_add(series.len() as u64, Ordering::Relaxed);
-        newest.fetch_min(ts, Ordering::Relaxed);
+        newest.store(ts, Ordering::Relaxed);
         step += 1;
     }
     // A version request answers only after every put before it on the connection was read.
@@ -260,7 +260,7 @@ fn read_loop(
     pause: Duration,
     stop: &AtomicBool,
     active: &AtomicBool,
-    newest: &AtomicI64,
+    newest: &[AtomicI64],
 ) -> anyhow::Result<[Latencies; 3]> {
     let mut out: [Latencies; 3] = Default::default();
     let mut i = reader;
@@ -270,7 +270,12 @@ fn read_loop(
             continue;
         }
         let metric = METRICS[i % METRICS.len()];
-        let end = newest.load(Ordering::Relaxed);
+        // The last step every connection has written: the panel's hour has every host.
+        let end = newest
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(START);
         let kind = i % 3;
         let t = Instant::now();
         match kind {
@@ -322,7 +327,7 @@ struct Readers {
     threads: Vec<std::thread::JoinHandle<anyhow::Result<[Latencies; 3]>>>,
 }
 
-fn start_readers(args: &Args, addr: &str, newest: &Arc<AtomicI64>) -> Readers {
+fn start_readers(args: &Args, addr: &str, newest: &Arc<Vec<AtomicI64>>) -> Readers {
     let stop = Arc::new(AtomicBool::new(false));
     let active = Arc::new(AtomicBool::new(false));
     let threads = (0..args.readers)
@@ -375,7 +380,11 @@ fn main() -> anyhow::Result<()> {
     );
     let stop_ingest = Arc::new(AtomicBool::new(false));
     let written = Arc::new(AtomicU64::new(0));
-    let newest = Arc::new(AtomicI64::new(i64::MAX));
+    let newest: Arc<Vec<AtomicI64>> = Arc::new(
+        (0..args.connections)
+            .map(|_| AtomicI64::new(START))
+            .collect(),
+    );
     let per = args.hosts / args.connections;
     let writers: Vec<_> = (0..args.connections)
         .map(|c| {
@@ -390,23 +399,16 @@ fn main() -> anyhow::Result<()> {
                 written.clone(),
                 newest.clone(),
             );
-            std::thread::spawn(move || ingest(&addr, hosts, &stop, &written, &newest))
+            std::thread::spawn(move || ingest(&addr, hosts, &stop, &written, &newest[c]))
         })
         .collect();
-    // `newest` is the minimum over connections of each one's latest step; reset it every second
-    // so it moves forward.
-    let newest_step = Arc::new(AtomicI64::new(START));
-    // Points written in the next `secs` seconds, keeping `newest_step` current.
+    // Points written in the next `secs` seconds.
     let count = |secs: u64| -> (u64, f64) {
         let before = written.load(Ordering::Relaxed);
         let t = Instant::now();
         let end = t + Duration::from_secs(secs);
         while Instant::now() < end {
             std::thread::sleep(Duration::from_millis(250));
-            let seen = newest.swap(i64::MAX, Ordering::Relaxed);
-            if seen != i64::MAX {
-                newest_step.fetch_max(seen, Ordering::Relaxed);
-            }
         }
         (
             written.load(Ordering::Relaxed) - before,
@@ -415,7 +417,7 @@ fn main() -> anyhow::Result<()> {
     };
     let (warm, warm_s) = count(args.warmup_s);
     println!("warm-up ingest: {:.0} points/s", warm as f64 / warm_s);
-    let readers = start_readers(&args, &addr, &newest_step);
+    let readers = start_readers(&args, &addr, &newest);
     let (mut alone, mut loaded) = ((0u64, 0f64), (0u64, 0f64));
     for _ in 0..args.seconds.div_ceil(args.window_s) {
         let (n, s) = count(args.window_s);
@@ -431,7 +433,7 @@ fn main() -> anyhow::Result<()> {
         w.join()
             .map_err(|_| anyhow::anyhow!("a writer panicked"))??;
     }
-    let readers = start_readers(&args, &addr, &newest_step);
+    let readers = start_readers(&args, &addr, &newest);
     readers.active.store(true, Ordering::Relaxed);
     std::thread::sleep(Duration::from_secs(args.window_s * 2));
     let mut idle_latency = readers.finish()?;
