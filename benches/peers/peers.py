@@ -112,6 +112,18 @@ def peak_rss(pid):
     return 0
 
 
+def written_bytes(pid):
+    """Bytes the process caused to be written to storage (`/proc/<pid>/io`), or 0."""
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            for line in f:
+                if line.startswith("write_bytes:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def disk_bytes(path):
     total = 0
     for root, _, files in os.walk(path):
@@ -267,6 +279,7 @@ def measure(cls, args, files, expected):
         elapsed = time.time() - t0
         wait_quiet(srv.pid)
         cpu = proc_cpu(srv.pid) - cpu0
+        written = written_bytes(srv.pid)
         srv.settle()
         wait_quiet(srv.pid)
         out = {
@@ -274,6 +287,8 @@ def measure(cls, args, files, expected):
             "cpu_s_per_million": cpu * 1e6 / expected,
             "peak_rss_mib": peak_rss(srv.pid) / 2**20,
             "bytes_per_point": disk_bytes(srv.dir) / expected,
+            # Everything written to storage during ingest (WAL, flushes, compactions), per point.
+            "written_bytes_per_point": written / expected,
         }
         for name, q in queries(args.hours, args.hosts, args.interval).items():
             for _ in range(args.warmup):
