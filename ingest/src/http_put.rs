@@ -17,7 +17,9 @@ use serde::Serialize;
 use serde::ser::SerializeMap as _;
 
 use crate::config::ParseConfig;
-use crate::error::{BodyError, PointError};
+use strata_tsdb::{PointError, Value};
+
+use crate::error::{BodyError, PutPointError};
 use crate::json::{JsonError, Reader, Scalar};
 use crate::point::{PointRef, Tags, check_point, is_millis, parse_value};
 
@@ -45,14 +47,14 @@ pub fn decode_body(body: &[u8], gzip: bool, max_bytes: usize) -> Result<Cow<'_, 
 }
 
 /// A rejected point, echoed the way OpenTSDB's `?details` reply shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PutFailure {
     /// The point's position in the body (0 for a single object).
     pub index: usize,
     /// The point as parsed.
     pub datapoint: DatapointEcho,
-    /// OpenTSDB's message for the failure.
-    pub error: String,
+    /// Why the point was not stored; `Display` is OpenTSDB's message.
+    pub error: PutPointError,
 }
 
 /// A point as parsed, serialised like OpenTSDB's `IncomingDataPoint`: `metric`, `timestamp`
@@ -89,7 +91,7 @@ fn ser_tags<S: serde::Serializer>(
 struct GoodPoint<'a> {
     metric: Cow<'a, str>,
     timestamp: i64,
-    value: crate::point::Num,
+    value: Value,
     tags: Range<usize>,
 }
 
@@ -183,7 +185,7 @@ impl<'a> BodyParser<'a, '_> {
             self.out.failures.push(PutFailure {
                 index,
                 datapoint: DatapointEcho::default(),
-                error: "Unexpected exception".to_owned(),
+                error: PutPointError::Null,
             });
             return Ok(());
         }
@@ -265,16 +267,16 @@ impl<'a> BodyParser<'a, '_> {
         }
     }
 
-    fn validate(&self, raw: &RawPoint<'a>, ts: i64) -> Result<crate::point::Num, String> {
+    fn validate(&self, raw: &RawPoint<'a>, ts: i64) -> Result<Value, PutPointError> {
         let metric = raw.metric.as_deref().filter(|m| !m.is_empty());
         let Some(metric) = metric else {
-            return Err("Metric name was empty".to_owned());
+            return Err(PutPointError::EmptyMetric);
         };
         if ts <= 0 {
-            return Err("Invalid timestamp".to_owned());
+            return Err(PutPointError::InvalidTimestamp);
         }
         let Some(value) = raw.value.as_deref().filter(|v| !v.is_empty()) else {
-            return Err("Empty value".to_owned());
+            return Err(PutPointError::EmptyValue);
         };
         let tags = raw
             .tags
@@ -282,10 +284,9 @@ impl<'a> BodyParser<'a, '_> {
             .map(|r| &self.out.tags[r])
             .unwrap_or_default();
         if tags.is_empty() {
-            return Err("Missing tags".to_owned());
+            return Err(PutPointError::MissingTags);
         }
-        let value =
-            parse_value(value).map_err(|_| "Unable to parse value to a number".to_owned())?;
+        let value = parse_value(value).map_err(|_| PutPointError::InvalidValue)?;
         let pairs: Vec<(&str, &str)> = tags
             .iter()
             .map(|(k, v)| (&**k, v.as_deref().unwrap_or_default()))
@@ -298,9 +299,9 @@ impl<'a> BodyParser<'a, '_> {
                         v.is_none() && what == format!("tag value with key [{k}]")
                     }) =>
                 {
-                    PointError::NullName { what }.to_string()
+                    PutPointError::Point(PointError::NullName { what })
                 }
-                e => e.to_string(),
+                e => PutPointError::Point(e),
             }
         })?;
         Ok(value)

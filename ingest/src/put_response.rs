@@ -39,7 +39,7 @@ pub struct PutResponse {
 #[derive(Serialize)]
 struct ErrorEntry<'a> {
     datapoint: &'a DatapointEcho,
-    error: &'a str,
+    error: String,
 }
 
 #[derive(Serialize)]
@@ -115,7 +115,7 @@ impl PutResponse {
                         .chain(storage)
                         .map(|f| ErrorEntry {
                             datapoint: &f.datapoint,
-                            error: &f.error,
+                            error: f.error.to_string(),
                         })
                         .collect()
                 });
@@ -136,8 +136,9 @@ impl PutResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PutPointError;
 
-    fn failure(value: &str, host: &str, error: &str) -> PutFailure {
+    fn failure(value: &str, host: &str, error: PutPointError) -> PutFailure {
         PutFailure {
             index: 1,
             datapoint: DatapointEcho {
@@ -146,7 +147,7 @@ mod tests {
                 value: Some(value.into()),
                 tags: Some(vec![("host".into(), Some(host.into()))]),
             },
-            error: error.into(),
+            error,
         }
     }
 
@@ -164,7 +165,7 @@ mod tests {
                 body: Vec::new()
             }
         );
-        let f = [failure("x", "web02", "Unable to parse value to a number")];
+        let f = [failure("x", "web02", PutPointError::InvalidValue)];
         let bad = PutResponse::build(ReplyMode::Plain, 1, &f, &[]);
         assert_eq!(bad.status, 400);
         assert_eq!(
@@ -176,7 +177,7 @@ mod tests {
 
     #[test]
     fn summary_and_details_match_the_spec_example() {
-        let f = [failure("x", "web02", "Unable to parse value to a number")];
+        let f = [failure("x", "web02", PutPointError::InvalidValue)];
         let r = PutResponse::build(ReplyMode::Details, 1, &f, &[]);
         assert_eq!(r.status, 400);
         assert_eq!(

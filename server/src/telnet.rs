@@ -17,7 +17,9 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use rustc_hash::FxHashMap;
-use strata_ingest::{Command, LineSplitter, parse_command, parse_put_head, parse_put_line};
+use strata_ingest::{
+    Command, LineSplitter, check_units, parse_command, parse_put_head, parse_put_line,
+};
 use strata_tsdb::{ErrorKind, PointRef, SeriesHandle, SeriesPoint, Tsdb, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -512,14 +514,14 @@ impl Session {
                     line: i,
                     series,
                     timestamp: h.timestamp,
-                    value: crate::put::to_value(h.value),
+                    value: h.value,
                 });
                 continue;
             }
-            let p = match parse_put_line(line, cfg).and_then(crate::put::check_units) {
+            let p = match parse_put_line(line, cfg).and_then(check_units) {
                 Ok(p) => p,
                 Err(e) => {
-                    counters.rejected(crate::metrics::put_error_reason(&e));
+                    counters.rejected(crate::metrics::rejection_reason(e.rejection()));
                     failed.push((i, e.reply_line()));
                     continue;
                 }
@@ -535,7 +537,7 @@ impl Session {
                     line: i,
                     series,
                     timestamp: h.timestamp,
-                    value: crate::put::to_value(h.value),
+                    value: h.value,
                 });
                 continue;
             }
@@ -543,7 +545,7 @@ impl Session {
         }
         let mut stored = 0;
         let mut refused = |line: usize, e: strata_tsdb::Error| {
-            counters.rejected(crate::metrics::tsdb_error_reason(&e));
+            counters.rejected(crate::metrics::rejection_reason(e.rejection()));
             let prefix = match e.kind() {
                 ErrorKind::Client => "put: illegal argument: ",
                 ErrorKind::NotFound => "put: unknown metric: ",
@@ -573,7 +575,7 @@ impl Session {
             panic!("a panic injected by a test");
         }
         let mut points: Vec<PointRef<'_>> = recycle(std::mem::take(&mut self.points_buf));
-        points.extend(parsed.iter().map(|(_, p)| crate::put::to_tsdb(p)));
+        points.extend(parsed.iter().map(|(_, p)| p.to_tsdb()));
         if !points.is_empty() {
             let results = crate::put::write_in_place(tsdb, || tsdb.write(&points));
             for ((line, _), r) in parsed.iter().zip(results) {

@@ -15,7 +15,7 @@ use strata_ingest::{
 use strata_tsdb::PointRef;
 
 use crate::http::{Resp, Shared, flag, query_param, raw, read_body};
-use crate::metrics::{ProtocolCounters, reason, refusal_reason, tsdb_error_reason};
+use crate::metrics::{ProtocolCounters, reason, refusal_reason, rejection_reason};
 
 /// Bodies from this size are parsed and stored off the async worker, as `/api/put` does.
 const OFFLOAD_BYTES: usize = 64 << 10;
@@ -114,7 +114,7 @@ fn store<S: AsRef<str>>(
         crate::put::write_in_place(tsdb, || tsdb.write(points))
     };
     for e in results.iter().filter_map(|r| r.as_ref().err()) {
-        c.rejected(tsdb_error_reason(e));
+        c.rejected(rejection_reason(e.rejection()));
     }
     results
 }

@@ -19,10 +19,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use strata_ingest::{ParseConfig, parse_put_line};
+use strata_ingest::{ParseConfig, check_units, parse_put_line};
 
 use strata_server::config::{Config, StorageArgs};
-use strata_server::metrics::{put_error_reason, tsdb_error_reason};
+use strata_server::metrics::rejection_reason;
 
 /// `strata import` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -243,22 +243,23 @@ impl<'t> Importer<'t> {
         let mut numbers = Vec::with_capacity(self.lines.len());
         let mut rejects = Vec::new();
         for (range, number) in &self.lines {
-            match parse_put_line(&self.chunk[range.clone()], &self.cfg)
-                .and_then(strata_server::put::check_units)
-            {
+            match parse_put_line(&self.chunk[range.clone()], &self.cfg).and_then(check_units) {
                 Ok(p) => {
                     parsed.push(p);
                     numbers.push(*number);
                 }
-                Err(e) => rejects.push((put_error_reason(&e), *number, message(&e.to_string()))),
+                Err(e) => rejects.push((
+                    rejection_reason(e.rejection()),
+                    *number,
+                    message(&e.to_string()),
+                )),
             }
         }
-        let points: Vec<strata_tsdb::PointRef<'_>> =
-            parsed.iter().map(strata_server::put::to_tsdb).collect();
+        let points: Vec<strata_tsdb::PointRef<'_>> = parsed.iter().map(|p| p.to_tsdb()).collect();
         for (r, number) in self.tsdb.write(&points).into_iter().zip(numbers) {
             match r {
                 Ok(()) => self.summary.points += 1,
-                Err(e) => rejects.push((tsdb_error_reason(&e), number, e.to_string())),
+                Err(e) => rejects.push((rejection_reason(e.rejection()), number, e.to_string())),
             }
         }
         drop(points);
