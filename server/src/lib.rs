@@ -2,13 +2,16 @@
 //! page and `/metrics`.
 
 mod api;
+mod body;
 pub mod compact;
 pub mod config;
 mod http;
 pub mod metrics;
 mod promql;
 pub mod put;
+mod resp;
 pub mod server;
+mod shared;
 mod stats;
 mod telnet;
 mod ui;
@@ -16,4 +19,4 @@ mod unwind;
 mod version;
 mod write;
 
-pub use api::now_ms;
+pub use api::request::now_ms;

@@ -18,8 +18,10 @@ use strata_ingest::{
 };
 use strata_tsdb::{ErrorKind, Point, PointRef, Value};
 
-use crate::http::{Resp, Shared, flag, query_param, raw};
 use crate::metrics::rejection_reason;
+use crate::resp::{Resp, flag, query_param, raw};
+use crate::shared::Shared;
+use crate::shared::write_in_place;
 
 /// Handles one `/api/put` request.
 pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Resp {
@@ -31,7 +33,7 @@ pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Resp {
         .and_then(|v| v.trim().parse::<u64>().ok())
         .filter(|&ms| sync && ms > 0)
         .map(Duration::from_millis);
-    let decoded = match crate::http::read_body(req, shared).await {
+    let decoded = match crate::body::read_body(req, shared).await {
         Ok(body) => body,
         Err(resp) => return resp,
     };
@@ -148,7 +150,7 @@ fn respond(
     }
     counters.stored.inc_by(success);
     if let Some(details) = unavailable {
-        return crate::http::error(
+        return crate::resp::error(
             hyper::StatusCode::SERVICE_UNAVAILABLE,
             "Storage is not accepting writes",
             &details,
@@ -205,7 +207,7 @@ async fn run_within(
 fn timed_out(mode: ReplyMode, failures: &[PutFailure], timeouts: u64) -> Resp {
     let failed = failures.len() as u64;
     match mode {
-        ReplyMode::Plain => crate::http::error(
+        ReplyMode::Plain => crate::resp::error(
             hyper::StatusCode::BAD_REQUEST,
             &format!(
                 "The put call has timedout with 0 successful writes, {failed} failed writes \
@@ -221,7 +223,7 @@ fn timed_out(mode: ReplyMode, failures: &[PutFailure], timeouts: u64) -> Resp {
                     .map(|f| json!({ "datapoint": f.datapoint, "error": f.error.to_string() }))
                     .collect();
             }
-            crate::http::json(hyper::StatusCode::BAD_REQUEST, &body)
+            crate::resp::json(hyper::StatusCode::BAD_REQUEST, &body)
         }
     }
 }
@@ -253,17 +255,6 @@ fn to_owned(p: &PointRef<'_>) -> Point {
             .collect(),
         timestamp: p.timestamp,
         value: p.value,
-    }
-}
-
-/// Runs `write`, a write to `tsdb`, on an async worker: in place, unless the write will wait
-/// (an fsync, a write stall), when the worker's other connections are first handed to another
-/// thread. Handing over on every write cost 7 % of the server's CPU in the 24 h devops ingest.
-pub(crate) fn write_in_place<T>(tsdb: &strata_tsdb::Tsdb, write: impl FnOnce() -> T) -> T {
-    if tsdb.write_may_block() {
-        tokio::task::block_in_place(write)
-    } else {
-        write()
     }
 }
 
@@ -320,7 +311,7 @@ mod tests {
         const POINTS: usize = 100_000;
         let dir = tempfile::tempdir()?;
         let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
-        let (shared, _keep) = crate::server::Shared::for_test(tsdb)?;
+        let (shared, _keep) = crate::shared::Shared::for_test(tsdb)?;
         let body: Vec<serde_json::Value> = (0..POINTS)
             .map(|i| {
                 json!({"metric": "m", "timestamp": 1_356_998_400 + i / 10, "value": i,
@@ -329,7 +320,7 @@ mod tests {
             .collect();
         let body = serde_json::to_vec(&body)?;
         assert!(body.len() >= OFFLOAD_PUT_BYTES);
-        let (status, during) = crate::server::turns_beside({
+        let (status, during) = crate::shared::turns_beside({
             let shared = shared.clone();
             async move {
                 let resp = put_decoded(&body, &shared, ReplyMode::Plain, false, None).await;
@@ -384,7 +375,7 @@ mod tests {
             ..strata_tsdb::TsdbOptions::default()
         };
         let tsdb = strata_tsdb::Tsdb::open(dir.path(), opts)?;
-        let (shared, _keep) = crate::server::Shared::for_test(tsdb)?;
+        let (shared, _keep) = crate::shared::Shared::for_test(tsdb)?;
         faults.arm(Fault::new(FaultOp::Sync, FaultError::Io).on(FaultFile::Wal));
         let body = serde_json::to_vec(&json!({"metric": "m", "timestamp": 1_356_998_400,
                                               "value": 1, "tags": {"host": "a"}}))?;

@@ -9,7 +9,7 @@
 //! histogram's buckets (each a power of two times 0.1 ms).
 
 use crate::metrics::{self, Metrics, reason};
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// One statistic: `tsd.<name>`, its value and its extra tags (besides `host`).
 #[derive(Debug, Clone, PartialEq)]

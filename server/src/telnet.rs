@@ -24,7 +24,7 @@ use strata_tsdb::{ErrorKind, PointRef, SeriesHandle, SeriesPoint, Tsdb, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::unwind::CatchUnwind;
 use crate::version;
 
@@ -560,7 +560,7 @@ impl Session {
             value: k.value,
         }));
         if !by_handle.is_empty() {
-            let results = crate::put::write_in_place(tsdb, || tsdb.write_series(&by_handle));
+            let results = crate::shared::write_in_place(tsdb, || tsdb.write_series(&by_handle));
             for (k, r) in known_points.iter().zip(results) {
                 match r {
                     Ok(()) => stored += 1,
@@ -577,7 +577,7 @@ impl Session {
         let mut points: Vec<PointRef<'_>> = recycle(std::mem::take(&mut self.points_buf));
         points.extend(parsed.iter().map(|(_, p)| p.to_tsdb()));
         if !points.is_empty() {
-            let results = crate::put::write_in_place(tsdb, || tsdb.write(&points));
+            let results = crate::shared::write_in_place(tsdb, || tsdb.write(&points));
             for ((line, _), r) in parsed.iter().zip(results) {
                 match r {
                     Ok(()) => stored += 1,

@@ -14,8 +14,10 @@ use strata_ingest::{
 };
 use strata_tsdb::PointRef;
 
-use crate::http::{Resp, Shared, flag, query_param, raw, read_body};
+use crate::body::read_body;
 use crate::metrics::{ProtocolCounters, reason, refusal_reason, rejection_reason};
+use crate::resp::{Resp, flag, query_param, raw};
+use crate::shared::Shared;
 
 /// Bodies from this size are parsed and stored off the async worker, as `/api/put` does.
 const OFFLOAD_BYTES: usize = 64 << 10;
@@ -111,7 +113,7 @@ fn store<S: AsRef<str>>(
     let results = if sync {
         tsdb.write_sync(points)
     } else {
-        crate::put::write_in_place(tsdb, || tsdb.write(points))
+        crate::shared::write_in_place(tsdb, || tsdb.write(points))
     };
     for e in results.iter().filter_map(|r| r.as_ref().err()) {
         c.rejected(rejection_reason(e.rejection()));
