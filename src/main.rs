@@ -95,7 +95,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
             let config = strata_server::config::Config::resolve(&args)?;
-            let (lock, tsdb) = cli::open_locked(&config)?;
+            let (lock, tsdb) = cli::open::open_locked(&config)?;
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(config.worker_threads)
                 .enable_all()

@@ -2,7 +2,8 @@
 
 use strata_tsdb::NameRules;
 
-use crate::point::MAX_INLINE_TAGS;
+/// How many tags a [`crate::PointRef`] holds inline. `ParseConfig::with_max_tags` is capped at this.
+pub const MAX_INLINE_TAGS: usize = 16;
 
 /// OpenTSDB's default `tsd.storage.max_tags`.
 pub const DEFAULT_MAX_TAGS: usize = 8;

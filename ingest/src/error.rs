@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use serde::Serialize;
 use strata_tsdb::{PointError, Rejection};
 
 /// Who is at fault for an error, so the server can map it to a status code.
@@ -230,7 +231,7 @@ impl BodyError {
 
     /// The OpenTSDB error body, `{"error":{"code":..,"message":..[,"details":..]}}`.
     pub fn to_json(&self) -> Vec<u8> {
-        crate::put_response::error_json(self.status(), &self.to_string(), self.details().as_deref())
+        error_json(self.status(), &self.to_string(), self.details().as_deref())
     }
 }
 
@@ -297,6 +298,33 @@ impl Error {
             Error::Put(_) | Error::LineTooLong(_) => ErrorKind::Client,
         }
     }
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: ErrorInner<'a>,
+}
+
+#[derive(Serialize)]
+struct ErrorInner<'a> {
+    code: u16,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<&'a str>,
+}
+
+/// OpenTSDB's error body: `{"error":{"code":<status>,"message":"<msg>"[,"details":"<d>"]}}`.
+pub fn error_json(code: u16, message: &str, details: Option<&str>) -> Vec<u8> {
+    let details = details.filter(|d| !d.is_empty());
+    let body = ErrorBody {
+        error: ErrorInner {
+            code,
+            message,
+            details,
+        },
+    };
+    // Serialising these plain structs cannot fail; fall back to an empty object regardless.
+    serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec())
 }
 
 /// Result alias for this crate.

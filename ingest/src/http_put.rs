@@ -13,15 +13,13 @@ use std::borrow::Cow;
 use std::io::Read as _;
 use std::ops::Range;
 
-use serde::Serialize;
-use serde::ser::SerializeMap as _;
-
 use crate::config::ParseConfig;
 use strata_tsdb::{PointError, Value};
 
 use crate::error::{BodyError, PutPointError};
 use crate::json::{JsonError, Reader, Scalar};
 use crate::point::{PointRef, Tags, check_point, is_millis, parse_value};
+use crate::put_response::{DatapointEcho, PutFailure};
 
 /// Decodes a request body: gunzips it when `gzip` is set (`Content-Encoding: gzip`), and
 /// enforces `max_bytes` on the (decompressed) size. An empty gzip body stays empty.
@@ -44,46 +42,6 @@ pub fn decode_body(body: &[u8], gzip: bool, max_bytes: usize) -> Result<Cow<'_, 
         return Err(BodyError::TooLarge { max: max_bytes });
     }
     Ok(Cow::Owned(out))
-}
-
-/// A rejected point, echoed the way OpenTSDB's `?details` reply shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PutFailure {
-    /// The point's position in the body (0 for a single object).
-    pub index: usize,
-    /// The point as parsed.
-    pub datapoint: DatapointEcho,
-    /// Why the point was not stored; `Display` is OpenTSDB's message.
-    pub error: PutPointError,
-}
-
-/// A point as parsed, serialised like OpenTSDB's `IncomingDataPoint`: `metric`, `timestamp`
-/// (0 when missing or invalid), `value` (as a string), `tags`; absent fields are left out.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct DatapointEcho {
-    /// The metric, if the field was present and not null.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub metric: Option<String>,
-    /// The timestamp, 0 when missing or invalid.
-    pub timestamp: i64,
-    /// The value's text, if present and not null.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub value: Option<String>,
-    /// The tags in body order, if present and not null; a null tag value stays null.
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_tags")]
-    pub tags: Option<Vec<(String, Option<String>)>>,
-}
-
-fn ser_tags<S: serde::Serializer>(
-    tags: &Option<Vec<(String, Option<String>)>>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    let tags = tags.as_deref().unwrap_or_default();
-    let mut map = s.serialize_map(Some(tags.len()))?;
-    for (k, v) in tags {
-        map.serialize_entry(k, v)?;
-    }
-    map.end()
 }
 
 /// A point that passed validation; its tags are a range of [`ParsedPut::tags`].

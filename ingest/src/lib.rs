@@ -28,15 +28,16 @@ mod remote_write;
 mod telnet;
 
 pub use batch::{PointBatch, RefusalKind};
-pub use config::{DEFAULT_MAX_LINE_LEN, DEFAULT_MAX_TAGS, ParseConfig};
+pub use config::{DEFAULT_MAX_LINE_LEN, DEFAULT_MAX_TAGS, MAX_INLINE_TAGS, ParseConfig};
 pub use error::{
     BodyError, Error, ErrorKind, LineTooLong, ProtocolError, PutError, PutPointError, Result,
+    error_json,
 };
-pub use http_put::{DatapointEcho, ParsedPut, PutFailure, decode_body, parse_put_body};
+pub use http_put::{ParsedPut, decode_body, parse_put_body};
 pub use influx::{InfluxApi, InfluxBatch, InfluxReply, Precision};
 pub use line_splitter::LineSplitter;
-pub use point::{MAX_INLINE_TAGS, MAX_TIMESTAMP_MS, PointRef, Tags, is_millis};
-pub use put_response::{PutResponse, ReplyMode, error_json};
+pub use point::{MAX_TIMESTAMP_MS, PointRef, Tags, is_millis};
+pub use put_response::{DatapointEcho, PutFailure, PutResponse, ReplyMode};
 pub use remote_write::{
     Label, RemoteWriteBatch, RemoteWriteReply, STALE_NAN_BITS, Sample, TimeSeries, WriteRequest,
     decode_write_request, encode_write_request,

@@ -6,10 +6,7 @@ use std::fmt::Write as _;
 
 use strata_tsdb::{PointError, Value};
 
-use crate::config::ParseConfig;
-
-/// How many tags a [`PointRef`] holds inline. `ParseConfig::with_max_tags` is capped at this.
-pub const MAX_INLINE_TAGS: usize = 16;
+use crate::config::{MAX_INLINE_TAGS, ParseConfig};
 
 /// The largest timestamp OpenTSDB accepts in milliseconds (year 2286).
 pub const MAX_TIMESTAMP_MS: i64 = strata_tsdb::MAX_MS_TIMESTAMP;

@@ -9,11 +9,11 @@
 
 use strata_tsdb::{STANDARD_NAME_BYTES, Value};
 
-use crate::config::ParseConfig;
+use crate::config::{MAX_INLINE_TAGS, ParseConfig};
 use crate::error::PutError;
 use crate::point::{
-    MAX_INLINE_TAGS, MAX_TIMESTAMP_MS, POW10_EXACT, PointRef, Tags, check_point, is_millis,
-    java_map, parse_long, parse_plain_decimal, parse_value,
+    MAX_TIMESTAMP_MS, POW10_EXACT, PointRef, Tags, check_point, is_millis, java_map, parse_long,
+    parse_plain_decimal, parse_value,
 };
 
 /// The commands in OpenTSDB's registration order, which is also the order `help` prints.

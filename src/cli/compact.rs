@@ -14,7 +14,7 @@ pub(crate) struct CompactArgs {
 /// Runs `strata compact`.
 pub(crate) fn run(args: &CompactArgs) -> anyhow::Result<()> {
     let config = Config::resolve_storage(&args.storage)?;
-    let (_lock, tsdb) = super::open_existing(&config)?;
+    let (_lock, tsdb) = super::open::open_existing(&config)?;
     let report = compact_all(&tsdb)?;
     tsdb.sync()?;
     println!("compacted {}: {report}", config.data_dir.display());

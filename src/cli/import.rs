@@ -345,7 +345,7 @@ fn read_line_capped(
 /// Runs `strata import`.
 pub(crate) fn run(args: &ImportArgs) -> anyhow::Result<()> {
     let config = Config::resolve_storage(&args.storage)?;
-    let (_lock, tsdb) = super::open_locked(&config)?;
+    let (_lock, tsdb) = super::open::open_locked(&config)?;
     let mut importer = Importer::new(&tsdb, args.batch_points, true);
     for path in &args.files {
         let name = path.display().to_string();
