@@ -1,10 +1,10 @@
 //! `/api/put` bodies: gzip decoding and JSON parsing into per-point results
-//! (`shared/spec/opentsdb.md` §c.2).
+//! (OpenTSDB's `PutDataPointRpc` and `IncomingDataPoint`).
 //!
 //! A body is one object or an array of objects with `metric`, `timestamp`, `value` and `tags`;
 //! unknown fields are ignored and a repeated field replaces the earlier one, as with Jackson.
 //! String fields also take numbers and booleans (as their text), `value` keeps its text and is
-//! parsed per §a.3, and `timestamp` takes an integer, a quoted integer or a float (truncated).
+//! parsed as on telnet, and `timestamp` takes an integer, a quoted integer or a float (truncated).
 //! Structural errors reject the whole body; everything else rejects one point with OpenTSDB's
 //! message, and the other points stay good. Strata differs in that an unparseable or out-of-range
 //! `timestamp` rejects only its point (`Invalid timestamp`) where Jackson rejects the whole body.

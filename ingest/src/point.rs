@@ -118,7 +118,7 @@ impl<'a> PointRef<'a> {
     }
 }
 
-/// Whether OpenTSDB reads the integer timestamp `ts` as milliseconds (magnitude rule, §a.4).
+/// Whether OpenTSDB reads the integer timestamp `ts` as milliseconds (magnitude rule, `Const.SECOND_MASK`).
 pub fn is_millis(ts: i64) -> bool {
     (ts as u64) & SECOND_MASK != 0
 }
@@ -231,7 +231,7 @@ pub(crate) fn parse_plain_decimal(s: &str) -> Option<f64> {
     Some(if neg { -v } else { v })
 }
 
-/// Parses a value per §a.3: integer unless the text holds `.`, `e` or `E`. NaN and infinities
+/// Parses a value as OpenTSDB's `Tags.looksLikeInteger` decides: integer unless the text holds `.`, `e` or `E`. NaN and infinities
 /// are returned as floats here and rejected by [`check_point`].
 pub(crate) fn parse_value(s: &str) -> Result<Value, String> {
     if looks_like_integer(s) {

@@ -1,10 +1,10 @@
 //! The telnet-style line protocol: command dispatch and `put` parsing
-//! (`shared/spec/opentsdb.md` §b.2, §b.3).
+//! (OpenTSDB's `TelnetRpc` and `PutDataPointRpc.execute`).
 //!
 //! A `put` line is split on every single space, so consecutive spaces make empty tokens; they
 //! count towards the argument total and empty tag tokens are skipped, as in OpenTSDB. The checks
 //! run in OpenTSDB's order and the first failure wins. Strata differs from OpenTSDB in two ways
-//! (spec README, exceptions #1 and #7): lines are UTF-8, and `sec.frac` timestamps take a
+//! (`docs/compat.md` #1 and #7): lines are UTF-8, and `sec.frac` timestamps take a
 //! fraction of 1–3 digits as milliseconds instead of deleting the dot.
 
 use strata_tsdb::{STANDARD_NAME_BYTES, Value};
@@ -235,7 +235,7 @@ fn parse_timestamp(tok: &str) -> Result<(i64, bool), PutError> {
 }
 
 /// Parses one `put` line (terminator optional) into a point, running OpenTSDB's checks in its
-/// order (§b.3 steps 1–8). The first token is not checked: [`parse_command`] did that.
+/// order (`PutDataPointRpc.execute`, then `TSDB.addPoint`). The first token is not checked: [`parse_command`] did that.
 pub fn parse_put_line<'a>(line: &'a [u8], cfg: &ParseConfig) -> Result<PointRef<'a>, PutError> {
     let line = std::str::from_utf8(strip_terminator(line)).map_err(|_| PutError::InvalidUtf8)?;
     match parse_put_fast(line, cfg) {

@@ -2,7 +2,7 @@
 //! `/api/v1/…`, error JSON, CORS), plus `/metrics`, `/api/stats` and the graph page (`/`,
 //! [`crate::ui`]).
 //!
-//! CORS follows OpenTSDB's `tsd.http.request.cors_domains` (`shared/spec/opentsdb.md` §c.1):
+//! CORS follows OpenTSDB's `tsd.http.request.cors_domains` (OpenTSDB's `HttpQuery` and `RpcHandler`):
 //! when it is off an `OPTIONS` request gets 405. When it is on, a request that carries an
 //! allowed `Origin` gets the `Access-Control-Allow-*` headers (and a preflight `OPTIONS` gets
 //! 200 with no body), a request from another origin gets 200 with the error body `CORS domain

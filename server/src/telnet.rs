@@ -153,7 +153,7 @@ struct Session {
     /// Reply text waiting to be sent.
     reply: String,
     /// False once a reply could not be sent. Senders that close right after their last line
-    /// never read replies (`shared/spec/README.md`), so a failed write must not stop the lines
+    /// never read replies (tcollector, collectd's `write_tsdb`), so a failed write must not stop the lines
     /// already on their way from being stored: the connection keeps reading until EOF.
     writable: bool,
     /// How long a reply may wait for the peer to take it ([`REPLY_TIMEOUT`]).

@@ -1,8 +1,8 @@
 //! `strata compact`: offline row compaction, memtable flush and full engine compaction, the
 //! same work as `POST /api/admin/compact`.
 
-use strata_server::compact::compact_all;
-use strata_server::config::{Config, StorageArgs};
+use strata_server::compact_all;
+use strata_server::{Config, StorageArgs};
 
 /// `strata compact` flags.
 #[derive(Debug, Clone, clap::Args)]

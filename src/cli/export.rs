@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use strata_server::config::{Config, StorageArgs};
+use strata_server::{Config, StorageArgs};
 
 /// `strata export` flags.
 #[derive(Debug, Clone, clap::Args)]

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use strata_ingest::{ParseConfig, check_units, parse_put_line};
 
-use strata_server::config::{Config, StorageArgs};
-use strata_server::metrics::rejection_reason;
+use strata_server::rejection_reason;
+use strata_server::{Config, StorageArgs};
 
 /// `strata import` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -201,7 +201,7 @@ impl<'t> Importer<'t> {
                     self.summary.lines += 1;
                     let at = self.at(number);
                     self.summary.reject(
-                        strata_server::metrics::reason::BAD_SYNTAX,
+                        strata_server::reason::BAD_SYNTAX,
                         at,
                         format!("line longer than {MAX_LINE_BYTES} bytes"),
                     );

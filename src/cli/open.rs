@@ -2,7 +2,7 @@
 //! commands.
 
 use anyhow::Context;
-use strata_server::config::Config;
+use strata_server::Config;
 
 use super::dir_lock::DirLock;
 

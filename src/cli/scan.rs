@@ -18,7 +18,7 @@ use anyhow::Context;
 use strata_engine::{Cell, ScanOptions};
 use strata_tsdb::{ROW_SPAN_SECS, RowKey, UidKind, Value, decode_block};
 
-use strata_server::config::{Config, StorageArgs};
+use strata_server::{Config, StorageArgs};
 
 /// `strata scan` flags.
 #[derive(Debug, Clone, clap::Args)]

@@ -1,4 +1,4 @@
-//! `/api/annotation`, `/api/annotations` and `/api/annotation/bulk` (spec §c.8), over the
+//! `/api/annotation`, `/api/annotations` and `/api/annotation/bulk` (OpenTSDB's `AnnotationRpc`), over the
 //! tsdb's annotation table.
 //!
 //! As OpenTSDB: GET reads one annotation (404 when missing); POST creates or merges (fields the

@@ -1,5 +1,5 @@
 //! `/api/config` (Strata's effective settings, read-only, in OpenTSDB's key style) and
-//! `/api/serializers` (spec §c.9).
+//! `/api/serializers` (OpenTSDB's `RpcManager`, `SerializerRpc`).
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,5 @@
 //! `/api/query/last`: the latest point of each matching series, answered from the series
-//! index's last points, which are persisted and survive restarts (spec §c.4).
+//! index's last points, which are persisted and survive restarts (OpenTSDB's `QueryRpc.handleLastDataPointQuery`; see `docs/compat.md` #12).
 //!
 //! A `metric{k=v}` sub-query matches every series of the metric that carries those exact
 //! pairs (as OpenTSDB's meta-table path does); a `tsuids` sub-query names series directly.

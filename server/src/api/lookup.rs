@@ -1,5 +1,5 @@
 //! `/api/search/lookup`: the series matching a metric and/or tag pairs, served from the series
-//! index (spec §c.6).
+//! index (OpenTSDB's `SearchRpc`; see `docs/compat.md`).
 //!
 //! Matching, as OpenTSDB: the metric exactly; `k=v` needs that pair; `k=*` (or `k=`) needs the
 //! key with any value; `*=v` (or `=v`) needs the value under any key. Different keys are ANDed,

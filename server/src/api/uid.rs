@@ -1,5 +1,5 @@
 //! `/api/uid/assign`, `/api/uid/uidmeta` (GET), `/api/uid/tsmeta` (GET) and `/api/uid/rename`
-//! (spec §c.7).
+//! (OpenTSDB's `UniqueIdRpc`).
 //!
 //! Strata keeps no user-editable UID or series metadata, so `uidmeta` and `tsmeta` answer
 //! OpenTSDB's objects with empty descriptions, `created` 0, and for series the last point's
