@@ -16,18 +16,16 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// How long mimalloc keeps freed memory before returning it to the OS, in milliseconds
 /// (mimalloc's default is 1000). Memtables, their row vectors and flush buffers are freed in
-/// bulk every few seconds; kept for a second, they held the 24 h devops ingest's peak RSS at
-/// 485-514 MB where the live heap peaked near 100 MB. At 10 ms the peak was 345-350 MB with the
-/// same 64 MiB memtables and 256 MiB cache (241-295 MB with 16-32 MiB memtables and a 64 MiB
-/// cache), for about the same CPU (37.8-41.7 against 39.4 s).
+/// bulk every few seconds; kept for a second, that freed memory stays resident on top of the
+/// live heap, several times its size at peak, while returning it sooner costs no measurable
+/// CPU.
 const PURGE_DELAY_MS: std::ffi::c_long = 10;
 
 /// Sets the allocator's options, and turns transparent huge pages off for the process; before
 /// any thread is started.
 ///
 /// mimalloc asks for huge pages on its arenas. A partly used 2 MiB page counts whole in RSS, and
-/// each purge and refault zeroes 2 MiB: over the 24 h devops ingest, peak RSS was 143-148 MiB
-/// with huge pages and 102-107 MiB without, for the same CPU (27.0-27.5 against 27.1 s).
+/// each purge and refault zeroes 2 MiB, so huge pages raise peak RSS for no CPU gain.
 /// `MIMALLOC_ALLOW_THP=0` would do the same, but mimalloc reads it when it first allocates,
 /// before `main`; the process-wide switch applies to every later page fault, whatever mimalloc
 /// asks of `madvise`.
@@ -56,7 +54,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Runs the server: OpenTSDB telnet and HTTP on one port.
-    Serve(strata_server::config::ServeArgs),
+    Serve(strata_server::ServeArgs),
     /// Imports files in OpenTSDB's text import format (`metric timestamp value tag=v …` per
     /// line, plain or gzip) straight into the data directory; the server must not be running
     /// on it.
@@ -94,13 +92,13 @@ fn main() -> anyhow::Result<()> {
         .init();
     match cli.command {
         Command::Serve(args) => {
-            let config = strata_server::config::Config::resolve(&args)?;
-            let (lock, tsdb) = cli::open_locked(&config)?;
+            let config = strata_server::Config::resolve(&args)?;
+            let (lock, tsdb) = cli::open::open_locked(&config)?;
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(config.worker_threads)
                 .enable_all()
                 .build()?;
-            let result = runtime.block_on(strata_server::server::serve(config, tsdb));
+            let result = runtime.block_on(strata_server::serve(config, tsdb));
             drop(runtime);
             drop(lock);
             result

@@ -1,6 +1,6 @@
 //! `/api/suggest` and `/api/search/lookup` latency with 1 M series in the index: the tsdb calls
 //! the endpoints make (`Tsdb::suggest`; `Tsdb::find_series` then `Tsdb::series_info` per match
-//! and a TSUID sort, as `src/api/lookup.rs` does), without HTTP.
+//! and a TSUID sort, as `server/src/api/lookup.rs` does), without HTTP.
 //!
 //! Data: 50 metrics `bench.m00`..`bench.m49` × 20,000 hosts `host-00000`.. (tag `host`), each
 //! host in one of 20 data centres (`dc`), one point per series: 1,000,000 series. A lookup of

@@ -6,7 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use strata_ingest::{Num, ParseConfig, is_millis, parse_put_head, parse_put_line};
+use strata_ingest::{ParseConfig, is_millis, parse_put_head, parse_put_line};
+use strata_tsdb::Value;
 
 fn check(line: &[u8]) {
     let Some(h) = parse_put_head(line) else {
@@ -15,7 +16,7 @@ fn check(line: &[u8]) {
     assert!(line.starts_with(b"put "));
     assert!(!h.metric.contains(&b' '));
     assert!(h.timestamp > 0 && h.millis == is_millis(h.timestamp));
-    if let Num::Float(v) = h.value {
+    if let Value::Float(v) = h.value {
         assert!(v.is_finite());
     }
     let cfg = ParseConfig::new();

@@ -1,6 +1,9 @@
 //! Parser settings shared by the telnet and HTTP put paths.
 
-use crate::point::MAX_INLINE_TAGS;
+use strata_tsdb::NameRules;
+
+/// How many tags a [`crate::PointRef`] holds inline. `ParseConfig::with_max_tags` is capped at this.
+pub const MAX_INLINE_TAGS: usize = 16;
 
 /// OpenTSDB's default `tsd.storage.max_tags`.
 pub const DEFAULT_MAX_TAGS: usize = 8;
@@ -12,14 +15,14 @@ pub const DEFAULT_MAX_LINE_LEN: usize = 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseConfig {
     max_tags: usize,
-    extra_chars: Vec<char>,
+    rules: NameRules,
 }
 
 impl Default for ParseConfig {
     fn default() -> Self {
         ParseConfig {
             max_tags: DEFAULT_MAX_TAGS,
-            extra_chars: Vec::new(),
+            rules: NameRules::default(),
         }
     }
 }
@@ -40,9 +43,10 @@ impl ParseConfig {
     /// Sets `tsd.core.tag.allow_specialchars`: each character of `chars` is also allowed in
     /// metric names, tag keys and tag values.
     pub fn with_allowed_special_chars(mut self, chars: &str) -> Self {
-        self.extra_chars = chars.chars().collect();
-        self.extra_chars.sort_unstable();
-        self.extra_chars.dedup();
+        let mut extra: Vec<char> = chars.chars().collect();
+        extra.sort_unstable();
+        extra.dedup();
+        self.rules = NameRules { extra_chars: extra };
         self
     }
 
@@ -51,11 +55,8 @@ impl ParseConfig {
         self.max_tags
     }
 
-    /// Whether `c` may appear in a name (§a.2).
-    pub fn is_allowed_char(&self, c: char) -> bool {
-        c.is_ascii_alphanumeric()
-            || matches!(c, '-' | '_' | '.' | '/')
-            || (!c.is_ascii() && c.is_alphabetic())
-            || self.extra_chars.contains(&c)
+    /// The characters names may hold.
+    pub fn name_rules(&self) -> &NameRules {
+        &self.rules
     }
 }

@@ -1,9 +1,16 @@
 //! Errors of the write protocols.
 //!
 //! The `Display` text of [`PutError`] is the exact telnet reply line (without the trailing `\n`),
-//! and the `Display` text of [`PointError`] is the message OpenTSDB's `TSDB.addPoint` puts in its
-//! `IllegalArgumentException`, which HTTP `/api/put?details` echoes verbatim. Clients match on
-//! these strings, so they are copied from OpenTSDB 2.4.1 (see `shared/spec/opentsdb.md` §b.3, §c.2).
+//! and that of [`PutPointError`] the `error` HTTP `/api/put?details` echoes for a point. Clients
+//! match on these strings, so they are copied from OpenTSDB 2.4.1 (`PutDataPointRpc`,
+//! `IncomingDataPoint`, `Tags.parseLong`; see `docs/compat.md` for where Strata differs).
+//! The checks of a point's names, tags, timestamp and value (`TSDB.addPoint`) are
+//! [`strata_tsdb::check_point`], with their errors [`PointError`].
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use strata_tsdb::{PointError, Rejection};
 
 /// Who is at fault for an error, so the server can map it to a status code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,77 +19,6 @@ pub enum ErrorKind {
     Client,
     /// The request body is larger than allowed (HTTP 413).
     TooLarge,
-}
-
-/// A point failed the checks OpenTSDB runs in `TSDB.addPoint` (§b.3 step 8).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum PointError {
-    /// The float value is NaN or infinite.
-    #[error("value is NaN or Infinite: {value} for metric={metric} timestamp={timestamp}")]
-    NotFinite {
-        /// Java's rendering of the value: `NaN`, `Infinity` or `-Infinity`.
-        value: &'static str,
-        /// The metric name.
-        metric: String,
-        /// The timestamp as sent.
-        timestamp: i64,
-    },
-    /// A millisecond timestamp above 9 999 999 999 999.
-    #[error(
-        "bad timestamp={timestamp} when trying to add value={value_bytes}/{flags} to \
-         metric={metric}, tags={tags}"
-    )]
-    BadTimestamp {
-        /// The timestamp as sent.
-        timestamp: i64,
-        /// The encoded value bytes in Java's `Arrays.toString` form, e.g. `[42]`.
-        value_bytes: String,
-        /// OpenTSDB's qualifier flags for the value (length - 1, plus 8 for floats).
-        flags: u8,
-        /// The metric name.
-        metric: String,
-        /// The tags in Java's map form, `{k=v, k2=v2}`.
-        tags: String,
-    },
-    /// The point has no tags.
-    #[error("Need at least one tag (metric={metric}, tags={{}})")]
-    NoTags {
-        /// The metric name.
-        metric: String,
-    },
-    /// More tags than `max_tags`.
-    #[error("Too many tags: {count} maximum allowed: {max}, tags: {tags}")]
-    TooManyTags {
-        /// How many distinct tags the point has.
-        count: usize,
-        /// The configured maximum.
-        max: usize,
-        /// The tags in Java's map form.
-        tags: String,
-    },
-    /// A name holds a character outside the allowed set (§a.2).
-    #[error("Invalid {what} (\"{name}\"): illegal character: {ch}")]
-    IllegalCharacter {
-        /// `metric name`, `tag name with value [<v>]` or `tag value with key [<k>]`.
-        what: String,
-        /// The offending name.
-        name: String,
-        /// The first illegal character.
-        ch: char,
-    },
-    /// A name is empty.
-    #[error("Invalid {what}: empty string")]
-    EmptyName {
-        /// What the name is, as in [`PointError::IllegalCharacter`].
-        what: String,
-    },
-    /// A tag value is JSON `null` (HTTP only).
-    #[error("Invalid {what}: null")]
-    NullName {
-        /// What the name is, as in [`PointError::IllegalCharacter`].
-        what: String,
-    },
 }
 
 /// A telnet `put` line was rejected. `Display` is the reply line without its `\n`.
@@ -124,6 +60,112 @@ pub enum PutError {
     /// The point failed the storage-layer checks (step 8).
     #[error("put: illegal argument: {0}")]
     Point(#[from] PointError),
+}
+
+impl PutError {
+    /// Why the line's point was refused.
+    pub fn rejection(&self) -> Rejection {
+        match self {
+            PutError::NotEnoughArguments { .. } | PutError::InvalidUtf8 => Rejection::Syntax,
+            PutError::EmptyMetric => Rejection::Name,
+            PutError::InvalidTimestamp(_) => Rejection::Timestamp,
+            // The timestamp and the value share this variant; both are malformed numbers.
+            PutError::InvalidNumber(_) | PutError::EmptyValue => Rejection::Value,
+            PutError::InvalidTag(_) | PutError::DuplicateTag { .. } => Rejection::Tags,
+            PutError::Point(p) => p.rejection(),
+        }
+    }
+}
+
+/// Why one point of an `/api/put` body was not stored. `Display` is OpenTSDB's `error` text
+/// for the point in the `?details` reply.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum PutPointError {
+    /// The element is JSON `null`.
+    #[error("Unexpected exception")]
+    Null,
+    /// No metric, or an empty one.
+    #[error("Metric name was empty")]
+    EmptyMetric,
+    /// No timestamp, or one that is not positive.
+    #[error("Invalid timestamp")]
+    InvalidTimestamp,
+    /// No value, or an empty one.
+    #[error("Empty value")]
+    EmptyValue,
+    /// The value is not a number.
+    #[error("Unable to parse value to a number")]
+    InvalidValue,
+    /// No tags.
+    #[error("Missing tags")]
+    MissingTags,
+    /// The point failed the storage-layer checks.
+    #[error(transparent)]
+    Point(#[from] PointError),
+    /// Storage refused the point.
+    #[error(transparent)]
+    Storage(Arc<strata_tsdb::Error>),
+    /// The write failed without an answer from storage (it panicked); holds what is known.
+    #[error("writing a put batch failed: {0}")]
+    Internal(String),
+}
+
+impl PutPointError {
+    /// Why the point was refused.
+    pub fn rejection(&self) -> Rejection {
+        match self {
+            PutPointError::Null => Rejection::Other,
+            PutPointError::EmptyMetric => Rejection::Name,
+            PutPointError::InvalidTimestamp => Rejection::Timestamp,
+            PutPointError::EmptyValue | PutPointError::InvalidValue => Rejection::Value,
+            PutPointError::MissingTags => Rejection::Tags,
+            PutPointError::Point(p) => p.rejection(),
+            PutPointError::Storage(e) => e.rejection(),
+            PutPointError::Internal(_) => Rejection::Storage,
+        }
+    }
+
+    /// Who is at fault, as tsdb's errors say it: what status and which part of OpenTSDB's
+    /// reply a failed point maps to.
+    pub fn kind(&self) -> strata_tsdb::ErrorKind {
+        match self {
+            PutPointError::Storage(e) => e.kind(),
+            PutPointError::Internal(_) => strata_tsdb::ErrorKind::Server,
+            _ => strata_tsdb::ErrorKind::Client,
+        }
+    }
+}
+
+impl From<strata_tsdb::Error> for PutPointError {
+    fn from(e: strata_tsdb::Error) -> Self {
+        match e {
+            strata_tsdb::Error::Point(p) => PutPointError::Point(p),
+            e => PutPointError::Storage(Arc::new(e)),
+        }
+    }
+}
+
+impl PartialEq for PutPointError {
+    /// Storage errors compare by their text (they hold I/O errors, which have no equality).
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (PutPointError::Point(a), PutPointError::Point(b)) => a == b,
+            (PutPointError::Storage(a), PutPointError::Storage(b)) => {
+                a.to_string() == b.to_string()
+            }
+            (PutPointError::Internal(a), PutPointError::Internal(b)) => a == b,
+            (a, b) => {
+                std::mem::discriminant(a) == std::mem::discriminant(b)
+                    && !matches!(
+                        a,
+                        PutPointError::Point(_)
+                            | PutPointError::Storage(_)
+                            | PutPointError::Internal(_)
+                    )
+            }
+        }
+    }
 }
 
 /// A telnet line exceeded the maximum length. The connection should be closed, as OpenTSDB does.
@@ -189,7 +231,7 @@ impl BodyError {
 
     /// The OpenTSDB error body, `{"error":{"code":..,"message":..[,"details":..]}}`.
     pub fn to_json(&self) -> Vec<u8> {
-        crate::put_response::error_json(self.status(), &self.to_string(), self.details().as_deref())
+        error_json(self.status(), &self.to_string(), self.details().as_deref())
     }
 }
 
@@ -256,6 +298,33 @@ impl Error {
             Error::Put(_) | Error::LineTooLong(_) => ErrorKind::Client,
         }
     }
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: ErrorInner<'a>,
+}
+
+#[derive(Serialize)]
+struct ErrorInner<'a> {
+    code: u16,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<&'a str>,
+}
+
+/// OpenTSDB's error body: `{"error":{"code":<status>,"message":"<msg>"[,"details":"<d>"]}}`.
+pub fn error_json(code: u16, message: &str, details: Option<&str>) -> Vec<u8> {
+    let details = details.filter(|d| !d.is_empty());
+    let body = ErrorBody {
+        error: ErrorInner {
+            code,
+            message,
+            details,
+        },
+    };
+    // Serialising these plain structs cannot fail; fall back to an empty object regardless.
+    serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec())
 }
 
 /// Result alias for this crate.

@@ -1,10 +1,10 @@
 //! `/api/put` bodies: gzip decoding and JSON parsing into per-point results
-//! (`shared/spec/opentsdb.md` §c.2).
+//! (OpenTSDB's `PutDataPointRpc` and `IncomingDataPoint`).
 //!
 //! A body is one object or an array of objects with `metric`, `timestamp`, `value` and `tags`;
 //! unknown fields are ignored and a repeated field replaces the earlier one, as with Jackson.
 //! String fields also take numbers and booleans (as their text), `value` keeps its text and is
-//! parsed per §a.3, and `timestamp` takes an integer, a quoted integer or a float (truncated).
+//! parsed as on telnet, and `timestamp` takes an integer, a quoted integer or a float (truncated).
 //! Structural errors reject the whole body; everything else rejects one point with OpenTSDB's
 //! message, and the other points stay good. Strata differs in that an unparseable or out-of-range
 //! `timestamp` rejects only its point (`Invalid timestamp`) where Jackson rejects the whole body.
@@ -13,13 +13,13 @@ use std::borrow::Cow;
 use std::io::Read as _;
 use std::ops::Range;
 
-use serde::Serialize;
-use serde::ser::SerializeMap as _;
-
 use crate::config::ParseConfig;
-use crate::error::{BodyError, PointError};
+use strata_tsdb::{PointError, Value};
+
+use crate::error::{BodyError, PutPointError};
 use crate::json::{JsonError, Reader, Scalar};
 use crate::point::{PointRef, Tags, check_point, is_millis, parse_value};
+use crate::put_response::{DatapointEcho, PutFailure};
 
 /// Decodes a request body: gunzips it when `gzip` is set (`Content-Encoding: gzip`), and
 /// enforces `max_bytes` on the (decompressed) size. An empty gzip body stays empty.
@@ -44,52 +44,12 @@ pub fn decode_body(body: &[u8], gzip: bool, max_bytes: usize) -> Result<Cow<'_, 
     Ok(Cow::Owned(out))
 }
 
-/// A rejected point, echoed the way OpenTSDB's `?details` reply shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PutFailure {
-    /// The point's position in the body (0 for a single object).
-    pub index: usize,
-    /// The point as parsed.
-    pub datapoint: DatapointEcho,
-    /// OpenTSDB's message for the failure.
-    pub error: String,
-}
-
-/// A point as parsed, serialised like OpenTSDB's `IncomingDataPoint`: `metric`, `timestamp`
-/// (0 when missing or invalid), `value` (as a string), `tags`; absent fields are left out.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct DatapointEcho {
-    /// The metric, if the field was present and not null.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub metric: Option<String>,
-    /// The timestamp, 0 when missing or invalid.
-    pub timestamp: i64,
-    /// The value's text, if present and not null.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub value: Option<String>,
-    /// The tags in body order, if present and not null; a null tag value stays null.
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_tags")]
-    pub tags: Option<Vec<(String, Option<String>)>>,
-}
-
-fn ser_tags<S: serde::Serializer>(
-    tags: &Option<Vec<(String, Option<String>)>>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    let tags = tags.as_deref().unwrap_or_default();
-    let mut map = s.serialize_map(Some(tags.len()))?;
-    for (k, v) in tags {
-        map.serialize_entry(k, v)?;
-    }
-    map.end()
-}
-
 /// A point that passed validation; its tags are a range of [`ParsedPut::tags`].
 #[derive(Debug)]
 struct GoodPoint<'a> {
     metric: Cow<'a, str>,
     timestamp: i64,
-    value: crate::point::Num,
+    value: Value,
     tags: Range<usize>,
 }
 
@@ -183,7 +143,7 @@ impl<'a> BodyParser<'a, '_> {
             self.out.failures.push(PutFailure {
                 index,
                 datapoint: DatapointEcho::default(),
-                error: "Unexpected exception".to_owned(),
+                error: PutPointError::Null,
             });
             return Ok(());
         }
@@ -265,16 +225,16 @@ impl<'a> BodyParser<'a, '_> {
         }
     }
 
-    fn validate(&self, raw: &RawPoint<'a>, ts: i64) -> Result<crate::point::Num, String> {
+    fn validate(&self, raw: &RawPoint<'a>, ts: i64) -> Result<Value, PutPointError> {
         let metric = raw.metric.as_deref().filter(|m| !m.is_empty());
         let Some(metric) = metric else {
-            return Err("Metric name was empty".to_owned());
+            return Err(PutPointError::EmptyMetric);
         };
         if ts <= 0 {
-            return Err("Invalid timestamp".to_owned());
+            return Err(PutPointError::InvalidTimestamp);
         }
         let Some(value) = raw.value.as_deref().filter(|v| !v.is_empty()) else {
-            return Err("Empty value".to_owned());
+            return Err(PutPointError::EmptyValue);
         };
         let tags = raw
             .tags
@@ -282,10 +242,9 @@ impl<'a> BodyParser<'a, '_> {
             .map(|r| &self.out.tags[r])
             .unwrap_or_default();
         if tags.is_empty() {
-            return Err("Missing tags".to_owned());
+            return Err(PutPointError::MissingTags);
         }
-        let value =
-            parse_value(value).map_err(|_| "Unable to parse value to a number".to_owned())?;
+        let value = parse_value(value).map_err(|_| PutPointError::InvalidValue)?;
         let pairs: Vec<(&str, &str)> = tags
             .iter()
             .map(|(k, v)| (&**k, v.as_deref().unwrap_or_default()))
@@ -298,9 +257,9 @@ impl<'a> BodyParser<'a, '_> {
                         v.is_none() && what == format!("tag value with key [{k}]")
                     }) =>
                 {
-                    PointError::NullName { what }.to_string()
+                    PutPointError::Point(PointError::NullName { what })
                 }
-                e => e.to_string(),
+                e => PutPointError::Point(e),
             }
         })?;
         Ok(value)

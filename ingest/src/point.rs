@@ -1,61 +1,18 @@
-//! The parsed data point, borrowed from the input, and the value, timestamp and point checks
-//! shared by the telnet and HTTP put paths (`shared/spec/opentsdb.md` §a.2–a.4, §b.3 step 8).
+//! The parsed data point, borrowed from the input, and the value and timestamp parsing shared
+//! by the telnet and HTTP put paths (OpenTSDB's `Tags.parseLong`, `Tags.looksLikeInteger`,
+//! `Const.SECOND_MASK`). The point checks are tsdb's ([`strata_tsdb::check_point`]).
 
 use std::fmt::Write as _;
 
-use crate::config::ParseConfig;
-use crate::error::PointError;
+use strata_tsdb::{PointError, Value};
 
-/// How many tags a [`PointRef`] holds inline. `ParseConfig::with_max_tags` is capped at this.
-pub const MAX_INLINE_TAGS: usize = 16;
+use crate::config::{MAX_INLINE_TAGS, ParseConfig};
 
 /// The largest timestamp OpenTSDB accepts in milliseconds (year 2286).
-pub const MAX_TIMESTAMP_MS: i64 = 9_999_999_999_999;
+pub const MAX_TIMESTAMP_MS: i64 = strata_tsdb::MAX_MS_TIMESTAMP;
 
 /// Timestamps with any of these bits set are milliseconds, others seconds (`Const.SECOND_MASK`).
 const SECOND_MASK: u64 = 0xFFFF_FFFF_0000_0000;
-
-/// A data point value: OpenTSDB decides integer versus float from the text (§a.3).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Num {
-    /// A signed 64-bit integer (the text had none of `.`, `e`, `E`).
-    Int(i64),
-    /// A finite float.
-    Float(f64),
-}
-
-impl Num {
-    /// Whether this float survives a round trip through `f32` (OpenTSDB 2.4 then stores 4 bytes).
-    pub fn fits_in_f32(&self) -> bool {
-        match *self {
-            Num::Int(_) => false,
-            Num::Float(v) => f64::from(v as f32) == v,
-        }
-    }
-
-    /// The value as OpenTSDB would encode it, plus its qualifier flags.
-    fn encoded(&self) -> (Vec<u8>, u8) {
-        match *self {
-            Num::Int(v) => {
-                let bytes = if let Ok(b) = i8::try_from(v) {
-                    b.to_be_bytes().to_vec()
-                } else if let Ok(s) = i16::try_from(v) {
-                    s.to_be_bytes().to_vec()
-                } else if let Ok(i) = i32::try_from(v) {
-                    i.to_be_bytes().to_vec()
-                } else {
-                    v.to_be_bytes().to_vec()
-                };
-                let flags = (bytes.len() - 1) as u8;
-                (bytes, flags)
-            }
-            Num::Float(v) if self.fits_in_f32() => {
-                ((v as f32).to_bits().to_be_bytes().to_vec(), 0x8 | 0x3)
-            }
-            Num::Float(v) => (v.to_bits().to_be_bytes().to_vec(), 0x8 | 0x7),
-        }
-    }
-}
 
 /// Up to [`MAX_INLINE_TAGS`] `(key, value)` pairs stored inline, in the order they were sent.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -128,12 +85,29 @@ pub struct PointRef<'a> {
     /// Whether [`PointRef::timestamp`] is in milliseconds.
     pub millis: bool,
     /// The value.
-    pub value: Num,
+    pub value: Value,
     /// The tags, in the order they were sent, without duplicates.
     pub tags: Tags<'a>,
 }
 
-impl PointRef<'_> {
+impl<'a> PointRef<'a> {
+    /// The point as the storage layer takes it; borrows everything.
+    pub fn to_tsdb(&self) -> strata_tsdb::PointRef<'_> {
+        // Storage tells seconds from milliseconds by magnitude, so a small millisecond time is
+        // passed as seconds; the parsers let only whole seconds through, so dividing is exact.
+        let timestamp = if self.millis && !is_millis(self.timestamp) {
+            self.timestamp / 1000
+        } else {
+            self.timestamp
+        };
+        strata_tsdb::PointRef {
+            metric: self.metric,
+            tags: self.tags.as_slice(),
+            timestamp,
+            value: self.value,
+        }
+    }
+
     /// The timestamp in milliseconds since the epoch.
     pub fn ts_ms(&self) -> i64 {
         if self.millis {
@@ -144,7 +118,7 @@ impl PointRef<'_> {
     }
 }
 
-/// Whether OpenTSDB reads the integer timestamp `ts` as milliseconds (magnitude rule, §a.4).
+/// Whether OpenTSDB reads the integer timestamp `ts` as milliseconds (magnitude rule, `Const.SECOND_MASK`).
 pub fn is_millis(ts: i64) -> bool {
     (ts as u64) & SECOND_MASK != 0
 }
@@ -257,13 +231,13 @@ pub(crate) fn parse_plain_decimal(s: &str) -> Option<f64> {
     Some(if neg { -v } else { v })
 }
 
-/// Parses a value per §a.3: integer unless the text holds `.`, `e` or `E`. NaN and infinities
+/// Parses a value as OpenTSDB's `Tags.looksLikeInteger` decides: integer unless the text holds `.`, `e` or `E`. NaN and infinities
 /// are returned as floats here and rejected by [`check_point`].
-pub(crate) fn parse_value(s: &str) -> Result<Num, String> {
+pub(crate) fn parse_value(s: &str) -> Result<Value, String> {
     if looks_like_integer(s) {
-        parse_long(s).map(Num::Int)
+        parse_long(s).map(Value::Int)
     } else {
-        parse_float(s).map(Num::Float)
+        parse_float(s).map(Value::Float)
     }
 }
 
@@ -280,98 +254,26 @@ pub(crate) fn java_map<'t>(tags: impl IntoIterator<Item = (&'t str, &'t str)>) -
     out
 }
 
-/// Checks a name against §a.2.
-/// ASCII bytes every configuration allows in names: letters, digits, `-`, `_`, `.`, `/`.
-pub(crate) static STANDARD_NAME_BYTES: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut b = 0;
-    while b < 128 {
-        let c = b as u8;
-        t[b] = c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'/');
-        b += 1;
-    }
-    t
-};
-
-pub(crate) fn check_name(
-    cfg: &ParseConfig,
-    what: impl FnOnce() -> String,
-    name: &str,
-) -> Result<(), PointError> {
-    if name.is_empty() {
-        return Err(PointError::EmptyName { what: what() });
-    }
-    // Nearly every name is plain ASCII from the standard set: check those bytes with a table
-    // and fall back to the per-character rules only for the rest.
-    if name.bytes().all(|b| STANDARD_NAME_BYTES[usize::from(b)]) {
-        return Ok(());
-    }
-    match name.chars().find(|&c| !cfg.is_allowed_char(c)) {
-        None => Ok(()),
-        Some(ch) => Err(PointError::IllegalCharacter {
-            what: what(),
-            name: name.to_owned(),
-            ch,
-        }),
-    }
-}
-
-/// The checks of OpenTSDB's `TSDB.addPoint`, in its order (§b.3 step 8): NaN/Inf, timestamp
-/// range, no tags, too many tags, metric characters, then each tag key and value.
-/// `tags` holds every distinct tag, which may be more than fit inline.
+/// The checks of OpenTSDB's `TSDB.addPoint` with the parser's settings: see
+/// [`strata_tsdb::check_point`]. `tags` holds every distinct tag, which may be more than fit
+/// inline.
 pub(crate) fn check_point(
     cfg: &ParseConfig,
     metric: &str,
     timestamp: i64,
     millis: bool,
-    value: Num,
+    value: Value,
     tags: &[(&str, &str)],
 ) -> Result<(), PointError> {
-    if let Num::Float(v) = value
-        && !v.is_finite()
-    {
-        let value = if v.is_nan() {
-            "NaN"
-        } else if v > 0.0 {
-            "Infinity"
-        } else {
-            "-Infinity"
-        };
-        return Err(PointError::NotFinite {
-            value,
-            metric: metric.to_owned(),
-            timestamp,
-        });
-    }
-    if millis && !(0..=MAX_TIMESTAMP_MS).contains(&timestamp) {
-        let (bytes, flags) = value.encoded();
-        let value_bytes = format!("{:?}", bytes.iter().map(|&b| b as i8).collect::<Vec<_>>());
-        return Err(PointError::BadTimestamp {
-            timestamp,
-            value_bytes,
-            flags,
-            metric: metric.to_owned(),
-            tags: java_map(tags.iter().copied()),
-        });
-    }
-    if tags.is_empty() {
-        return Err(PointError::NoTags {
-            metric: metric.to_owned(),
-        });
-    }
-    if tags.len() > cfg.max_tags() {
-        return Err(PointError::TooManyTags {
-            count: tags.len(),
-            max: cfg.max_tags(),
-            tags: java_map(tags.iter().copied()),
-        });
-    }
-    check_name(cfg, || "metric name".to_owned(), metric)?;
-    for &(k, v) in tags {
-        check_name(cfg, || format!("tag name with value [{v}]"), k)?;
-        check_name(cfg, || format!("tag value with key [{k}]"), v)?;
-    }
-    Ok(())
+    strata_tsdb::check_point(
+        cfg.name_rules(),
+        cfg.max_tags(),
+        metric,
+        timestamp,
+        millis,
+        value,
+        tags,
+    )
 }
 
 #[cfg(test)]
@@ -434,11 +336,11 @@ mod tests {
 
     #[test]
     fn values_follow_the_text_rule() {
-        assert_eq!(parse_value("42"), Ok(Num::Int(42)));
-        assert_eq!(parse_value("42.5"), Ok(Num::Float(42.5)));
-        assert_eq!(parse_value("1e3"), Ok(Num::Float(1000.0)));
-        assert_eq!(parse_value("1E3"), Ok(Num::Float(1000.0)));
-        assert_eq!(parse_value("1.5f"), Ok(Num::Float(1.5)));
+        assert_eq!(parse_value("42"), Ok(Value::Int(42)));
+        assert_eq!(parse_value("42.5"), Ok(Value::Float(42.5)));
+        assert_eq!(parse_value("1e3"), Ok(Value::Float(1000.0)));
+        assert_eq!(parse_value("1E3"), Ok(Value::Float(1000.0)));
+        assert_eq!(parse_value("1.5f"), Ok(Value::Float(1.5)));
         assert_eq!(parse_value("1.2.3").unwrap_err(), "multiple points");
         assert_eq!(parse_value("1.x").unwrap_err(), "For input string: \"1.x\"");
         assert_eq!(
@@ -449,7 +351,7 @@ mod tests {
             parse_value("inf.0").unwrap_err(),
             "For input string: \"inf.0\""
         );
-        assert_eq!(parse_value("1e400"), Ok(Num::Float(f64::INFINITY)));
+        assert_eq!(parse_value("1e400"), Ok(Value::Float(f64::INFINITY)));
     }
 
     #[test]
@@ -460,11 +362,20 @@ mod tests {
         assert!(!is_millis(1_700_000_000));
     }
 
+    /// A float that survives a round trip through `f32` is described in 4 bytes, as
+    /// OpenTSDB 2.4 stores it; any other float in 8, an integer in the fewest that hold it.
     #[test]
     fn fits_in_f32() {
-        assert!(Num::Float(42.5).fits_in_f32());
-        assert!(!Num::Float(42.1).fits_in_f32());
-        assert!(!Num::Int(1).fits_in_f32());
+        let cfg = ParseConfig::default();
+        let described = |v| {
+            check_point(&cfg, "m", 10_000_000_000_000, true, v, &[("h", "a")])
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert!(described(Value::Float(42.5)).contains("/11 "));
+        assert!(described(Value::Float(42.1)).contains("/15 "));
+        assert!(described(Value::Int(1)).contains("value=[1]/0 "));
     }
 
     #[test]
@@ -472,54 +383,62 @@ mod tests {
         let cfg = ParseConfig::default();
         let tags = [("host", "a")];
         let err =
-            check_point(&cfg, "m", 10_000_000_000_000, true, Num::Int(42), &tags).unwrap_err();
+            check_point(&cfg, "m", 10_000_000_000_000, true, Value::Int(42), &tags).unwrap_err();
         assert_eq!(
             err.to_string(),
             "bad timestamp=10000000000000 when trying to add value=[42]/0 to metric=m, tags={host=a}"
         );
-        let err =
-            check_point(&cfg, "m", 10_000_000_000_000, true, Num::Float(42.5), &tags).unwrap_err();
+        let err = check_point(
+            &cfg,
+            "m",
+            10_000_000_000_000,
+            true,
+            Value::Float(42.5),
+            &tags,
+        )
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "bad timestamp=10000000000000 when trying to add value=[66, 42, 0, 0]/11 to metric=m, \
              tags={host=a}"
         );
         let err =
-            check_point(&cfg, "m", 10_000_000_000_000, true, Num::Int(300), &tags).unwrap_err();
+            check_point(&cfg, "m", 10_000_000_000_000, true, Value::Int(300), &tags).unwrap_err();
         assert!(err.to_string().contains("value=[1, 44]/1 "), "{err}");
-        let err = check_point(&cfg, "m", 1, false, Num::Float(f64::NAN), &[]).unwrap_err();
+        let err = check_point(&cfg, "m", 1, false, Value::Float(f64::NAN), &[]).unwrap_err();
         assert_eq!(
             err.to_string(),
             "value is NaN or Infinite: NaN for metric=m timestamp=1"
         );
-        let err = check_point(&cfg, "m", 1, false, Num::Float(f64::NEG_INFINITY), &[]).unwrap_err();
+        let err =
+            check_point(&cfg, "m", 1, false, Value::Float(f64::NEG_INFINITY), &[]).unwrap_err();
         assert_eq!(
             err.to_string(),
             "value is NaN or Infinite: -Infinity for metric=m timestamp=1"
         );
-        let err = check_point(&cfg, "m", 1, false, Num::Int(1), &[]).unwrap_err();
+        let err = check_point(&cfg, "m", 1, false, Value::Int(1), &[]).unwrap_err();
         assert_eq!(err.to_string(), "Need at least one tag (metric=m, tags={})");
-        let err = check_point(&cfg, "m", 1, false, Num::Int(1), &[("host", "")]).unwrap_err();
+        let err = check_point(&cfg, "m", 1, false, Value::Int(1), &[("host", "")]).unwrap_err();
         assert_eq!(
             err.to_string(),
             "Invalid tag value with key [host]: empty string"
         );
-        let err = check_point(&cfg, "m", 1, false, Num::Int(1), &[("a b", "x")]).unwrap_err();
+        let err = check_point(&cfg, "m", 1, false, Value::Int(1), &[("a b", "x")]).unwrap_err();
         assert_eq!(
             err.to_string(),
             "Invalid tag name with value [x] (\"a b\"): illegal character:  "
         );
     }
 
+    fn check_metric(cfg: &ParseConfig, metric: &str) -> Result<(), PointError> {
+        check_point(cfg, metric, 1, false, Value::Int(1), &[("host", "a")])
+    }
+
     #[test]
     fn allowed_characters() {
         let cfg = ParseConfig::default();
         for ok in ["sys.cpu-user_0/x", "Москва", "中国", "Ünïcödé"] {
-            assert_eq!(
-                check_name(&cfg, || "metric name".into(), ok),
-                Ok(()),
-                "{ok}"
-            );
+            assert_eq!(check_metric(&cfg, ok), Ok(()), "{ok}");
         }
         for (bad, ch) in [
             ("a:b", ':'),
@@ -528,14 +447,14 @@ mod tests {
             ("e🙂", '🙂'),
             ("q\"", '"'),
         ] {
-            let err = check_name(&cfg, || "metric name".into(), bad).unwrap_err();
+            let err = check_metric(&cfg, bad).unwrap_err();
             assert_eq!(
                 err.to_string(),
                 format!("Invalid metric name (\"{bad}\"): illegal character: {ch}")
             );
         }
         let cfg = ParseConfig::default().with_allowed_special_chars(":!");
-        assert_eq!(check_name(&cfg, || "metric name".into(), "a:b!"), Ok(()));
+        assert_eq!(check_metric(&cfg, "a:b!"), Ok(()));
     }
 
     #[test]
@@ -544,7 +463,7 @@ mod tests {
             metric: "m",
             timestamp: 5,
             millis: false,
-            value: Num::Int(1),
+            value: Value::Int(1),
             tags: Tags::default(),
         };
         assert_eq!(p.ts_ms(), 5000);

@@ -5,7 +5,7 @@ use bytes::BytesMut;
 use proptest::prelude::*;
 
 use crate::{
-    BodyError, Command, LineSplitter, Num, ParseConfig, PutError, decode_body, parse_command,
+    BodyError, Command, LineSplitter, ParseConfig, PutError, decode_body, parse_command,
     parse_put_body, parse_put_line,
 };
 
@@ -200,7 +200,7 @@ proptest! {
         let p = parse_put_line(line.as_bytes(), &ParseConfig::default()).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(p.metric, metric.as_str());
         prop_assert_eq!(p.timestamp, ts);
-        prop_assert_eq!(p.value, if int { Num::Int(v) } else { Num::Float(f) });
+        prop_assert_eq!(p.value, if int { strata_tsdb::Value::Int(v) } else { strata_tsdb::Value::Float(f) });
         let got: Vec<(String, String)> = p.tags.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
         let want: Vec<(String, String)> = tags.into_iter().collect();
         prop_assert_eq!(got, want);
@@ -222,7 +222,7 @@ proptest! {
         let pt = p.points().next().ok_or_else(|| TestCaseError::fail("no point"))?;
         prop_assert_eq!(pt.metric, metric.as_str());
         prop_assert_eq!(pt.timestamp, ts);
-        prop_assert_eq!(pt.value, Num::Int(v));
+        prop_assert_eq!(pt.value, strata_tsdb::Value::Int(v));
         prop_assert_eq!(pt.tags.len(), tags.len());
         for (k, val) in &tags {
             prop_assert_eq!(pt.tags.get(k), Some(val.as_str()));

@@ -1,9 +1,10 @@
-//! Replies to `/api/put` (`shared/spec/opentsdb.md` §c.1, §c.2): `204` when all is well, the
+//! Replies to `/api/put` (OpenTSDB's `PutDataPointRpc`): `204` when all is well, the
 //! `?summary` / `?details` count objects, and OpenTSDB's error JSON.
 
 use serde::Serialize;
+use serde::ser::SerializeMap as _;
 
-use crate::http_put::{DatapointEcho, PutFailure};
+use crate::error::{PutPointError, error_json};
 
 /// What the client asked for with the query string. `details` wins over `summary`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +40,7 @@ pub struct PutResponse {
 #[derive(Serialize)]
 struct ErrorEntry<'a> {
     datapoint: &'a DatapointEcho,
-    error: &'a str,
+    error: String,
 }
 
 #[derive(Serialize)]
@@ -50,34 +51,49 @@ struct Summary<'a> {
     errors: Option<Vec<ErrorEntry<'a>>>,
 }
 
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    error: ErrorInner<'a>,
-}
-
-#[derive(Serialize)]
-struct ErrorInner<'a> {
-    code: u16,
-    message: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    details: Option<&'a str>,
-}
-
 fn to_json<T: Serialize>(v: &T) -> Vec<u8> {
     // Serialising these plain structs cannot fail; fall back to an empty object regardless.
     serde_json::to_vec(v).unwrap_or_else(|_| b"{}".to_vec())
 }
 
-/// OpenTSDB's error body: `{"error":{"code":<status>,"message":"<msg>"[,"details":"<d>"]}}`.
-pub fn error_json(code: u16, message: &str, details: Option<&str>) -> Vec<u8> {
-    let details = details.filter(|d| !d.is_empty());
-    to_json(&ErrorBody {
-        error: ErrorInner {
-            code,
-            message,
-            details,
-        },
-    })
+/// A rejected point, echoed the way OpenTSDB's `?details` reply shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PutFailure {
+    /// The point's position in the body (0 for a single object).
+    pub index: usize,
+    /// The point as parsed.
+    pub datapoint: DatapointEcho,
+    /// Why the point was not stored; `Display` is OpenTSDB's message.
+    pub error: PutPointError,
+}
+
+/// A point as parsed, serialised like OpenTSDB's `IncomingDataPoint`: `metric`, `timestamp`
+/// (0 when missing or invalid), `value` (as a string), `tags`; absent fields are left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DatapointEcho {
+    /// The metric, if the field was present and not null.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+    /// The timestamp, 0 when missing or invalid.
+    pub timestamp: i64,
+    /// The value's text, if present and not null.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// The tags in body order, if present and not null; a null tag value stays null.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_tags")]
+    pub tags: Option<Vec<(String, Option<String>)>>,
+}
+
+fn ser_tags<S: serde::Serializer>(
+    tags: &Option<Vec<(String, Option<String>)>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let tags = tags.as_deref().unwrap_or_default();
+    let mut map = s.serialize_map(Some(tags.len()))?;
+    for (k, v) in tags {
+        map.serialize_entry(k, v)?;
+    }
+    map.end()
 }
 
 impl PutResponse {
@@ -115,7 +131,7 @@ impl PutResponse {
                         .chain(storage)
                         .map(|f| ErrorEntry {
                             datapoint: &f.datapoint,
-                            error: &f.error,
+                            error: f.error.to_string(),
                         })
                         .collect()
                 });
@@ -137,7 +153,7 @@ impl PutResponse {
 mod tests {
     use super::*;
 
-    fn failure(value: &str, host: &str, error: &str) -> PutFailure {
+    fn failure(value: &str, host: &str, error: PutPointError) -> PutFailure {
         PutFailure {
             index: 1,
             datapoint: DatapointEcho {
@@ -146,7 +162,7 @@ mod tests {
                 value: Some(value.into()),
                 tags: Some(vec![("host".into(), Some(host.into()))]),
             },
-            error: error.into(),
+            error,
         }
     }
 
@@ -164,7 +180,7 @@ mod tests {
                 body: Vec::new()
             }
         );
-        let f = [failure("x", "web02", "Unable to parse value to a number")];
+        let f = [failure("x", "web02", PutPointError::InvalidValue)];
         let bad = PutResponse::build(ReplyMode::Plain, 1, &f, &[]);
         assert_eq!(bad.status, 400);
         assert_eq!(
@@ -176,7 +192,7 @@ mod tests {
 
     #[test]
     fn summary_and_details_match_the_spec_example() {
-        let f = [failure("x", "web02", "Unable to parse value to a number")];
+        let f = [failure("x", "web02", PutPointError::InvalidValue)];
         let r = PutResponse::build(ReplyMode::Details, 1, &f, &[]);
         assert_eq!(r.status, 400);
         assert_eq!(

@@ -1,17 +1,19 @@
 //! The telnet-style line protocol: command dispatch and `put` parsing
-//! (`shared/spec/opentsdb.md` §b.2, §b.3).
+//! (OpenTSDB's `TelnetRpc` and `PutDataPointRpc.execute`).
 //!
 //! A `put` line is split on every single space, so consecutive spaces make empty tokens; they
 //! count towards the argument total and empty tag tokens are skipped, as in OpenTSDB. The checks
 //! run in OpenTSDB's order and the first failure wins. Strata differs from OpenTSDB in two ways
-//! (spec README, exceptions #1 and #7): lines are UTF-8, and `sec.frac` timestamps take a
+//! (`docs/compat.md` #1 and #7): lines are UTF-8, and `sec.frac` timestamps take a
 //! fraction of 1–3 digits as milliseconds instead of deleting the dot.
 
-use crate::config::ParseConfig;
+use strata_tsdb::{STANDARD_NAME_BYTES, Value};
+
+use crate::config::{MAX_INLINE_TAGS, ParseConfig};
 use crate::error::PutError;
 use crate::point::{
-    MAX_INLINE_TAGS, MAX_TIMESTAMP_MS, Num, POW10_EXACT, PointRef, STANDARD_NAME_BYTES, Tags,
-    check_point, is_millis, java_map, parse_long, parse_plain_decimal, parse_value,
+    MAX_TIMESTAMP_MS, POW10_EXACT, PointRef, Tags, check_point, is_millis, java_map, parse_long,
+    parse_plain_decimal, parse_value,
 };
 
 /// The commands in OpenTSDB's registration order, which is also the order `help` prints.
@@ -233,7 +235,7 @@ fn parse_timestamp(tok: &str) -> Result<(i64, bool), PutError> {
 }
 
 /// Parses one `put` line (terminator optional) into a point, running OpenTSDB's checks in its
-/// order (§b.3 steps 1–8). The first token is not checked: [`parse_command`] did that.
+/// order (`PutDataPointRpc.execute`, then `TSDB.addPoint`). The first token is not checked: [`parse_command`] did that.
 pub fn parse_put_line<'a>(line: &'a [u8], cfg: &ParseConfig) -> Result<PointRef<'a>, PutError> {
     let line = std::str::from_utf8(strip_terminator(line)).map_err(|_| PutError::InvalidUtf8)?;
     match parse_put_fast(line, cfg) {
@@ -363,6 +365,25 @@ pub(crate) fn parse_put_fast<'a>(line: &'a str, cfg: &ParseConfig) -> Option<Poi
     })
 }
 
+/// Refuses a timestamp the storage layer would misread.
+///
+/// Storage tells seconds from milliseconds by magnitude (`<= 0xFFFFFFFF` is seconds), so a
+/// millisecond instant before 1970-02-19T17:02:47.296Z that is not a whole second cannot be
+/// handed to it. Only a `sec.frac` timestamp with a small seconds part is one (`put m 5.5 …` is
+/// 5 500 ms); OpenTSDB would store it 50 years off, Strata refuses it. Whole seconds (`5.000`)
+/// are fine: [`PointRef::to_tsdb`] passes them as seconds. Run on what [`parse_put_line`]
+/// returns, before storing it.
+pub fn check_units(p: PointRef<'_>) -> Result<PointRef<'_>, PutError> {
+    if p.millis && !is_millis(p.timestamp) && p.timestamp % 1000 != 0 {
+        return Err(PutError::InvalidNumber(format!(
+            "A fraction of a second needs a time after 1970-02-19T17:02:47Z: {}.{:03}",
+            p.timestamp / 1000,
+            p.timestamp % 1000
+        )));
+    }
+    Ok(p)
+}
+
 /// The parts of a `put` line that change from point to point, and the text that names its
 /// series; see [`parse_put_head`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -374,7 +395,7 @@ pub struct PutHead<'a> {
     /// Whether the timestamp is in milliseconds.
     pub millis: bool,
     /// The value: always a finite number.
-    pub value: Num,
+    pub value: Value,
     /// Everything after the value's space, terminator removed: the tags as sent, unchecked.
     pub tags: &'a [u8],
 }
@@ -426,7 +447,7 @@ pub fn parse_put_head(line: &[u8]) -> Option<PutHead<'_>> {
 
 /// The value at `b[i..]`, in one pass: what [`fast_value`] takes of the token there, and the
 /// index of the space after it; `None` for anything else. (A plain decimal is always finite.)
-fn head_value(b: &[u8], mut i: usize) -> Option<(Num, usize)> {
+fn head_value(b: &[u8], mut i: usize) -> Option<(Value, usize)> {
     let neg = b.get(i) == Some(&b'-');
     i += usize::from(neg);
     let start = i;
@@ -443,7 +464,7 @@ fn head_value(b: &[u8], mut i: usize) -> Option<(Num, usize)> {
         Some(b' ') if (1..=18).contains(&whole) => {
             // At most 18 digits: below 2^63.
             let v = mantissa as i64;
-            Some((Num::Int(if neg { -v } else { v }), i))
+            Some((Value::Int(if neg { -v } else { v }), i))
         }
         Some(b'.') if whole >= 1 => {
             i += 1;
@@ -454,22 +475,22 @@ fn head_value(b: &[u8], mut i: usize) -> Option<(Num, usize)> {
                 return None;
             }
             let v = mantissa as f64 / POW10_EXACT[frac];
-            Some((Num::Float(if neg { -v } else { v }), i))
+            Some((Value::Float(if neg { -v } else { v }), i))
         }
         _ => None,
     }
 }
 
 /// A `put` value the fast path takes: `[-]digits` (at most 18) or a plain decimal.
-pub(crate) fn fast_value(tok: &str) -> Option<Num> {
+pub(crate) fn fast_value(tok: &str) -> Option<Value> {
     let digits = tok.strip_prefix('-').unwrap_or(tok).as_bytes();
     if !digits.is_empty() && digits.len() <= 18 && digits.iter().all(u8::is_ascii_digit) {
         let v = digits
             .iter()
             .fold(0i64, |acc, &d| acc * 10 + i64::from(d - b'0'));
-        return Some(Num::Int(if tok.starts_with('-') { -v } else { v }));
+        return Some(Value::Int(if tok.starts_with('-') { -v } else { v }));
     }
-    parse_plain_decimal(tok).map(Num::Float)
+    parse_plain_decimal(tok).map(Value::Float)
 }
 
 #[cfg(test)]

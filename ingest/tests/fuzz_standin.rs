@@ -11,7 +11,7 @@ use std::io::Write as _;
 use bytes::BytesMut;
 use proptest::prelude::*;
 use strata_ingest::{
-    Command, LineSplitter, Num, ParseConfig, decode_body, is_millis, parse_command, parse_put_body,
+    Command, LineSplitter, ParseConfig, decode_body, is_millis, parse_command, parse_put_body,
     parse_put_head, parse_put_line,
 };
 
@@ -130,7 +130,7 @@ fn check_head(line: &[u8]) {
     assert!(line.starts_with(b"put "));
     assert!(!h.metric.contains(&b' '));
     assert!(h.timestamp > 0 && h.millis == is_millis(h.timestamp));
-    if let Num::Float(v) = h.value {
+    if let strata_tsdb::Value::Float(v) = h.value {
         assert!(v.is_finite());
     }
     let cfg = ParseConfig::new();

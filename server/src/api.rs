@@ -6,6 +6,7 @@ mod annotation;
 mod config;
 mod last;
 mod lookup;
+pub(crate) mod request;
 mod series_expr;
 mod uid;
 
@@ -14,10 +15,11 @@ use hyper::{Method, Request, StatusCode};
 use serde_json::{Value as Json, json};
 use strata_tsdb::UidKind;
 
-use crate::http::{
-    Resp, Shared, error, json, json_ok, method_not_allowed, only, query_param, read_body,
-};
+use crate::body::read_body;
+use crate::resp::{Resp, error, json, json_ok, method_not_allowed, only, query_param, tsdb_error};
+use crate::shared::Shared;
 use crate::version;
+use request::now_ms;
 
 /// Dispatches `/api/<ep>` (normalised: lower case, no version prefix, no trailing slash).
 pub(crate) async fn dispatch(ep: &str, req: Request<Incoming>, shared: &Shared) -> Resp {
@@ -175,7 +177,7 @@ pub(crate) async fn query(req: hyper::Request<hyper::body::Incoming>, shared: &S
         .get(hyper::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let body = match crate::http::read_body(req, shared).await {
+    let body = match crate::body::read_body(req, shared).await {
         Ok(b) => b,
         Err(resp) => return resp,
     };
@@ -216,7 +218,7 @@ fn query_limits(shared: &Shared) -> strata_query::QueryLimits {
 
 /// A response with an explicit content type.
 fn typed(status: u16, content_type: &'static str, body: Vec<u8>) -> Resp {
-    let mut resp = crate::http::raw(status, body);
+    let mut resp = crate::resp::raw(status, body);
     resp.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static(content_type),
@@ -259,7 +261,7 @@ pub(crate) async fn export(req: Request<Incoming>, shared: &Shared) -> Resp {
     });
     match result {
         Ok(_) => typed(200, strata_query::PARQUET_CONTENT_TYPE, out),
-        Err(e) => crate::http::raw(e.status(), strata_query::error_body(&e)),
+        Err(e) => crate::resp::raw(e.status(), strata_query::error_body(&e)),
     }
 }
 
@@ -351,98 +353,5 @@ pub(crate) fn dropcaches(shared: &Shared) -> Resp {
     match tokio::task::block_in_place(|| shared.tsdb.drop_caches()) {
         Ok(()) => json_ok(&json!({ "status": "200", "message": "Caches dropped" })),
         Err(e) => tsdb_error(&e),
-    }
-}
-
-/// Maps a tsdb error to OpenTSDB's error JSON: client errors are 400, unknown names 400 too
-/// (OpenTSDB's `No such name …` on reads), storage refusing writes for now 503, everything
-/// else 500.
-pub(crate) fn tsdb_error(e: &strata_tsdb::Error) -> Resp {
-    match e.kind() {
-        strata_tsdb::ErrorKind::Client => error(StatusCode::BAD_REQUEST, &e.to_string(), ""),
-        // OpenTSDB repeats a name-resolution error's message as its details.
-        strata_tsdb::ErrorKind::NotFound => {
-            let message = e.to_string();
-            error(StatusCode::BAD_REQUEST, &message, &message)
-        }
-        strata_tsdb::ErrorKind::Unavailable => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "Storage is not accepting writes",
-            &e.to_string(),
-        ),
-        _ => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "Unexpected exception",
-            &e.to_string(),
-        ),
-    }
-}
-
-/// Parses a JSON request body, answering OpenTSDB's 400s for an empty or malformed one.
-#[expect(
-    clippy::result_large_err,
-    reason = "the error is the finished response, built once per request"
-)]
-pub(crate) fn parse_json_body(body: &[u8]) -> Result<Json, Resp> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(error(
-            StatusCode::BAD_REQUEST,
-            "Missing request content",
-            "",
-        ));
-    }
-    serde_json::from_slice(body).map_err(|e| {
-        error(
-            StatusCode::BAD_REQUEST,
-            "Unable to parse the given JSON",
-            &e.to_string(),
-        )
-    })
-}
-
-/// Every value of `name` in a query string, percent-decoded, in order.
-pub(crate) fn query_params(query: &str, name: &str) -> Vec<String> {
-    query
-        .split('&')
-        .filter_map(|kv| {
-            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-            (k == name).then(|| crate::http::percent_decode(v))
-        })
-        .collect()
-}
-
-/// The wall clock in milliseconds.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-/// Parses an OpenTSDB time (`1h-ago`, seconds, milliseconds, `2013/01/01-00:00:00`) in UTC,
-/// to milliseconds. `Ok(None)` for an empty string.
-pub(crate) fn parse_time_ms(s: &str) -> Result<Option<i64>, String> {
-    let Some(utc) = "UTC".parse().ok() else {
-        return Err("the UTC time zone is unavailable".into());
-    };
-    strata_query::parse_time(s.trim(), now_ms(), utc).map_err(|e| e.to_string())
-}
-
-/// A JSON number or numeric string as an i64 (OpenTSDB's Jackson accepts both).
-pub(crate) fn json_i64(v: &Json) -> Option<i64> {
-    match v {
-        Json::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)),
-        Json::String(s) => s.trim().parse().ok(),
-        _ => None,
-    }
-}
-
-/// A JSON boolean, or the strings `true`/`false`.
-pub(crate) fn json_bool(v: &Json) -> Option<bool> {
-    match v {
-        Json::Bool(b) => Some(*b),
-        Json::String(s) if s.eq_ignore_ascii_case("true") => Some(true),
-        Json::String(s) if s.eq_ignore_ascii_case("false") => Some(false),
-        _ => None,
     }
 }

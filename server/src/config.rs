@@ -100,8 +100,7 @@ pub struct ServeArgs {
 }
 
 /// The default memtable size in MiB. Since a flush folds each row into one block, small
-/// memtables cost little: on the 24 h devops ingest 32 MiB used about the CPU of 64 MiB and a
-/// lower peak RSS (295 against 345-350 MB).
+/// memtables cost little CPU, and they keep the peak resident memory down.
 const DEFAULT_MEMTABLE_MB: u64 = 32;
 /// The default block cache size in MiB: it holds decompressed blocks, and row-compacted data
 /// takes about 1.5 bytes a point, so 64 MiB holds tens of millions of recent points; the OS page
@@ -110,10 +109,9 @@ const DEFAULT_CACHE_MB: u64 = 64;
 
 /// The default number of connection-serving threads: half the cores, at least one. The
 /// engine's apply, flush, compaction and WAL threads and the parallel salt-bucket scans use
-/// the other half. Fewer workers also answer small queries sooner: on 2 cores one worker
-/// against two took the bench's Q1 and Q3 medians from 0.18-0.20 to 0.15-0.16 ms and from 0.30
-/// to 0.23-0.25 ms, with the same ingest rate, because a request no longer wakes a parked
-/// second worker (a futex or eventfd wake-up, then a halted vCPU to rouse) on its way through.
+/// the other half. Fewer workers also answer small queries sooner, because a request does not
+/// wake a parked second worker (a futex or eventfd wake-up, then a halted vCPU to rouse) on its
+/// way through.
 /// Heavy work (a large query or put, a write that waits) hands the worker's connections to
 /// another thread while it runs, so one worker does not cap it.
 fn default_worker_threads() -> usize {
@@ -141,7 +139,7 @@ const DEFAULT_QUERY_MAX_SERIES: usize = 500_000;
 const DEFAULT_QUERY_MAX_DATA_POINTS: usize = 100_000_000;
 
 /// OpenTSDB's default `tsd.http.request.cors_headers`.
-pub const DEFAULT_CORS_HEADERS: &str = "Authorization, Content-Type, Accept, Origin, \
+pub(crate) const DEFAULT_CORS_HEADERS: &str = "Authorization, Content-Type, Accept, Origin, \
      User-Agent, DNT, Cache-Control, X-Mx-ReqToken, Keep-Alive, X-Requested-With, \
      If-Modified-Since";
 

@@ -2,7 +2,7 @@
 //! `/api/v1/…`, error JSON, CORS), plus `/metrics`, `/api/stats` and the graph page (`/`,
 //! [`crate::ui`]).
 //!
-//! CORS follows OpenTSDB's `tsd.http.request.cors_domains` (`shared/spec/opentsdb.md` §c.1):
+//! CORS follows OpenTSDB's `tsd.http.request.cors_domains` (OpenTSDB's `HttpQuery` and `RpcHandler`):
 //! when it is off an `OPTIONS` request gets 405. When it is on, a request that carries an
 //! allowed `Origin` gets the `Access-Control-Allow-*` headers (and a preflight `OPTIONS` gets
 //! 200 with no body), a request from another origin gets 200 with the error body `CORS domain
@@ -23,14 +23,14 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use crate::body::too_large;
 use crate::config::Cors;
-pub(crate) use crate::server::Shared;
+use crate::resp::{Resp, error, json_ok, method_not_allowed, only, query_param, raw, text};
+use crate::shared::Shared;
 use crate::unwind::CatchUnwind;
 use crate::version;
 
 mod read_deadline;
-
-pub(crate) type Resp = Response<Full<Bytes>>;
 
 /// Serves HTTP/1.1 (with keep-alive) on one connection until the client closes it or the server
 /// shuts down.
@@ -334,242 +334,9 @@ async fn serve_route(route: Route, req: Request<Incoming>, shared: &Shared) -> R
     }
 }
 
-pub(crate) fn only(method: &Method, allowed: &[Method], handler: impl FnOnce() -> Resp) -> Resp {
-    if allowed.contains(method) {
-        handler()
-    } else {
-        method_not_allowed(method)
-    }
-}
-
-pub(crate) fn method_not_allowed(method: &Method) -> Resp {
-    error(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "Method not allowed",
-        &format!("The HTTP method [{method}] is not permitted for this endpoint"),
-    )
-}
-
-/// Reads a request body up to the configured limit, gunzipping it when the client says so. A
-/// body that pauses for longer than `http_idle_timeout_ms` gets a 408.
-pub(crate) async fn read_body(req: Request<Incoming>, shared: &Shared) -> Result<Vec<u8>, Resp> {
-    use http_body_util::{BodyExt, Limited};
-    let gzip = req
-        .headers()
-        .get(hyper::header::CONTENT_ENCODING)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
-    let max = shared.config.max_body_bytes;
-    let pause = shared.config.http_idle_timeout;
-    let mut body = Limited::new(req.into_body(), max);
-    // A body mostly comes in one chunk, handed on without a copy.
-    let mut chunks: Vec<Bytes> = Vec::new();
-    loop {
-        let frame = match pause {
-            Some(pause) => match tokio::time::timeout(pause, body.frame()).await {
-                Ok(frame) => frame,
-                Err(_) => {
-                    shared
-                        .metrics
-                        .connections_timed_out
-                        .with_label_values(&[crate::metrics::phase::HTTP_BODY])
-                        .inc();
-                    let mut resp = error(
-                        StatusCode::REQUEST_TIMEOUT,
-                        "Request body timed out",
-                        &format!(
-                            "no byte of the body came for {} ms (http_idle_timeout_ms)",
-                            pause.as_millis()
-                        ),
-                    );
-                    resp.headers_mut()
-                        .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
-                    return Err(resp);
-                }
-            },
-            None => body.frame().await,
-        };
-        match frame {
-            None => break,
-            Some(Ok(frame)) => {
-                if let Ok(data) = frame.into_data() {
-                    chunks.push(data);
-                }
-            }
-            Some(Err(e))
-                if e.downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some() =>
-            {
-                return Err(too_large(max));
-            }
-            Some(Err(e)) => {
-                return Err(error(
-                    StatusCode::BAD_REQUEST,
-                    "Unable to read the request body",
-                    &e.to_string(),
-                ));
-            }
-        }
-    }
-    let body = match chunks.len() {
-        0 => Bytes::new(),
-        1 => chunks.swap_remove(0),
-        _ => Bytes::from(chunks.concat()),
-    };
-    decode_body(body, gzip, max).map_err(|e| raw(e.status(), e.to_json()))
-}
-
-/// The 413 for a body over `max_body_bytes`. The connection closes after it: the rest of the
-/// body is not read.
-fn too_large(max: usize) -> Resp {
-    let mut resp = error(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "Request body too large",
-        &format!("the body is larger than the {max} byte limit (max_body_bytes)"),
-    );
-    resp.headers_mut()
-        .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
-    resp
-}
-
-/// Compressed gzip bodies from this size are inflated off the async worker: JSON puts expand
-/// five- to tenfold, so this is a few hundred µs of inflating and up, against the 20 µs the
-/// handover costs.
-const OFFLOAD_GZIP_BYTES: usize = 8 << 10;
-
-/// A request body as the handlers take it: gunzipped if `gzip`, at most `max` bytes. A large
-/// gzip body is inflated off the async worker (see [`crate::put`] for why), and a plain body
-/// is handed on without a copy.
-fn decode_body(body: Bytes, gzip: bool, max: usize) -> Result<Vec<u8>, strata_ingest::BodyError> {
-    let inflate = || match strata_ingest::decode_body(&body, gzip, max)? {
-        std::borrow::Cow::Owned(inflated) => Ok(Some(inflated)),
-        std::borrow::Cow::Borrowed(_) => Ok(None),
-    };
-    let inflated = if gzip && body.len() >= OFFLOAD_GZIP_BYTES {
-        tokio::task::block_in_place(inflate)
-    } else {
-        inflate()
-    }?;
-    Ok(inflated.unwrap_or_else(|| Vec::from(body)))
-}
-
-/// The first value of `name` in a query string, percent-decoded.
-pub(crate) fn query_param(query: &str, name: &str) -> Option<String> {
-    query.split('&').find_map(|kv| {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        (k == name).then(|| percent_decode(v))
-    })
-}
-
-/// Decodes `%XX` escapes and `+` (a space in query strings); bad escapes stay as they are.
-pub(crate) fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push((h * 16 + l) as u8);
-                    i += 2;
-                }
-                _ => out.push(b'%'),
-            },
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// A 200 JSON response.
-pub(crate) fn json_ok(value: &serde_json::Value) -> Resp {
-    json(StatusCode::OK, value)
-}
-
-/// True when the query string carries `name` in any form: OpenTSDB's boolean flags are
-/// presence flags (`?sync`, `?sync=true` and `?sync=false` all mean set).
-pub(crate) fn flag(query: &str, name: &str) -> bool {
-    query
-        .split('&')
-        .any(|kv| kv.split('=').next() == Some(name))
-}
-
-/// A JSON body that is already serialised (an empty body sends no content type).
-pub(crate) fn raw(status: u16, body: Vec<u8>) -> Resp {
-    let empty = body.is_empty();
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
-    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    if !empty {
-        resp.headers_mut().insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static("application/json; charset=UTF-8"),
-        );
-    }
-    resp
-}
-
-/// OpenTSDB's error body: `{"error":{"code":…,"message":…[,"details":…]}}`.
-pub(crate) fn error(status: StatusCode, message: &str, details: &str) -> Resp {
-    let mut err = serde_json::json!({ "code": status.as_u16(), "message": message });
-    if !details.is_empty() {
-        err["details"] = details.into();
-    }
-    json(status, &serde_json::json!({ "error": err }))
-}
-
-pub(crate) fn json(status: StatusCode, value: &serde_json::Value) -> Resp {
-    let body = serde_json::to_vec(value).unwrap_or_default();
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
-    *resp.status_mut() = status;
-    resp.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("application/json; charset=UTF-8"),
-    );
-    resp
-}
-
-fn text(status: StatusCode, body: String) -> Resp {
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
-    *resp.status_mut() = status;
-    resp.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=UTF-8"),
-    );
-    resp
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A large gzip body is inflated with the worker's other tasks running meanwhile; before,
-    /// they waited for the whole of it. Plain bodies come back as they were.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-    async fn a_large_gzip_body_leaves_the_worker_to_other_tasks() -> anyhow::Result<()> {
-        use std::io::Write;
-        let plain: Vec<u8> = (0..400_000)
-            .flat_map(|i| format!("{{\"metric\":\"m\",\"value\":{i}}},").into_bytes())
-            .collect();
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        gz.write_all(&plain)?;
-        let gz = Bytes::from(gz.finish()?);
-        assert!(gz.len() >= OFFLOAD_GZIP_BYTES);
-        assert_eq!(
-            decode_body(Bytes::from(plain.clone()), false, 64 << 20).ok(),
-            Some(plain.clone())
-        );
-        let (inflated, during) =
-            crate::server::turns_beside(async move { decode_body(gz, true, 64 << 20).ok() })
-                .await?;
-        assert!(
-            inflated == Some(plain),
-            "the body did not inflate to what was sent"
-        );
-        assert!(during > 0, "no other task ran while the body was inflated");
-        Ok(())
-    }
 
     /// A request that panics (a bug) is answered with a 500 and counted, and the connection
     /// serves the next request.
@@ -605,20 +372,6 @@ mod tests {
         let panics = shared.metrics.ingest_panics.with_label_values(&["http"]);
         assert_eq!(panics.get(), 1);
         Ok(())
-    }
-
-    #[test]
-    fn query_params_decode() {
-        assert_eq!(
-            query_param("type=metrics&q=sys%2Ec+x&max=5", "q").as_deref(),
-            Some("sys.c x")
-        );
-        assert_eq!(query_param("a=1&b", "b").as_deref(), Some(""));
-        assert_eq!(query_param("a=1", "b"), None);
-        assert_eq!(percent_decode("%zz%4"), "%zz%4");
-        assert!(flag("details&x=1", "details"));
-        assert!(flag("details=false", "details"));
-        assert!(!flag("detailsx", "details"));
     }
 
     #[test]

@@ -1,15 +1,26 @@
-//! Strata's server: one port for OpenTSDB's telnet and HTTP protocols, the HTTP API, the graph
-//! page and `/metrics`.
+//! strata-server: one port for OpenTSDB's telnet and HTTP protocols (sniffed from the first
+//! byte), HTTP routing and CORS, the OpenTSDB and Prometheus HTTP APIs, the telnet session,
+//! the graph page and `/metrics`. Parsing and the put path are `strata-ingest`'s, queries
+//! `strata-query`'s; the handlers here are thin.
+//!
+//! - [`serve`]: runs the server over an open database until SIGINT or SIGTERM.
+//! - [`Config`], [`ServeArgs`], [`StorageArgs`]: its settings, from a file, the environment and
+//!   flags.
+//! - [`compact_all`]: the full compaction behind `POST /api/admin/compact` and `strata compact`.
+//! - [`rejection_reason`], [`reason`]: the `reason` labels rejected points are counted by.
 
 mod api;
 pub mod auth;
-pub mod compact;
-pub mod config;
+mod body;
+mod compact;
+mod config;
 mod http;
-pub mod metrics;
+mod metrics;
 mod promql;
-pub mod put;
-pub mod server;
+mod put;
+mod resp;
+mod server;
+mod shared;
 mod stats;
 mod telnet;
 pub mod tls;
@@ -18,4 +29,8 @@ mod unwind;
 mod version;
 mod write;
 
-pub use api::now_ms;
+pub use api::request::now_ms;
+pub use compact::{CompactReport, compact_all};
+pub use config::{Config, Cors, ServeArgs, StorageArgs};
+pub use metrics::{reason, rejection_reason};
+pub use server::serve;

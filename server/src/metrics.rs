@@ -10,7 +10,7 @@ use prometheus::{
     Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,
 };
-use strata_ingest::{PointError, PutError};
+use strata_tsdb::Rejection;
 
 /// The protocol label of telnet ingest.
 pub(crate) const TELNET: &str = "telnet";
@@ -624,28 +624,16 @@ fn gauge_value(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// The reason label of a rejected telnet line.
-pub fn put_error_reason(e: &PutError) -> &'static str {
-    match e {
-        PutError::NotEnoughArguments { .. } | PutError::InvalidUtf8 => reason::BAD_SYNTAX,
-        PutError::EmptyMetric => reason::BAD_NAME,
-        PutError::InvalidTimestamp(_) => reason::BAD_TIMESTAMP,
-        // The timestamp and the value share this variant; both are malformed numbers.
-        PutError::InvalidNumber(_) | PutError::EmptyValue => reason::BAD_VALUE,
-        PutError::InvalidTag(_) | PutError::DuplicateTag { .. } => reason::BAD_TAGS,
-        PutError::Point(p) => point_error_reason(p),
-        _ => reason::OTHER,
-    }
-}
-
-fn point_error_reason(e: &PointError) -> &'static str {
-    match e {
-        PointError::NotFinite { .. } => reason::BAD_VALUE,
-        PointError::BadTimestamp { .. } => reason::BAD_TIMESTAMP,
-        PointError::NoTags { .. } | PointError::TooManyTags { .. } => reason::BAD_TAGS,
-        PointError::IllegalCharacter { .. }
-        | PointError::EmptyName { .. }
-        | PointError::NullName { .. } => reason::BAD_NAME,
+/// The reason label of a refused point.
+pub fn rejection_reason(r: Rejection) -> &'static str {
+    match r {
+        Rejection::Syntax => reason::BAD_SYNTAX,
+        Rejection::Name => reason::BAD_NAME,
+        Rejection::Tags => reason::BAD_TAGS,
+        Rejection::Timestamp => reason::BAD_TIMESTAMP,
+        Rejection::Value => reason::BAD_VALUE,
+        Rejection::UnknownName => reason::UNKNOWN_NAME,
+        Rejection::Storage => reason::STORAGE,
         _ => reason::OTHER,
     }
 }
@@ -658,38 +646,6 @@ pub(crate) fn refusal_reason(kind: strata_ingest::RefusalKind) -> &'static str {
         K::Name => reason::BAD_NAME,
         K::Timestamp => reason::BAD_TIMESTAMP,
         K::Value => reason::BAD_VALUE,
-        _ => reason::OTHER,
-    }
-}
-
-/// The reason label of a point the tsdb layer refused.
-pub fn tsdb_error_reason(e: &strata_tsdb::Error) -> &'static str {
-    use strata_tsdb::Error as E;
-    match e {
-        E::EmptyName { .. } | E::IllegalCharacter { .. } => reason::BAD_NAME,
-        E::NoTags { .. } | E::TooManyTags { .. } | E::DuplicateTag { .. } => reason::BAD_TAGS,
-        E::NegativeTimestamp { .. } | E::BadTimestamp { .. } => reason::BAD_TIMESTAMP,
-        E::NotFinite { .. } => reason::BAD_VALUE,
-        E::NoSuchName { .. } => reason::UNKNOWN_NAME,
-        E::Engine(_) | E::WriteFailed(_) => reason::STORAGE,
-        _ => reason::OTHER,
-    }
-}
-
-/// The reason label of a point `/api/put` rejected while parsing, from OpenTSDB's message
-/// (the ingest crate reports these failures as text only).
-pub(crate) fn http_failure_reason(message: &str) -> &'static str {
-    match message {
-        "Metric name was empty" => reason::BAD_NAME,
-        "Invalid timestamp" => reason::BAD_TIMESTAMP,
-        "Empty value" | "Unable to parse value to a number" => reason::BAD_VALUE,
-        "Missing tags" => reason::BAD_TAGS,
-        m if m.starts_with("value is NaN") => reason::BAD_VALUE,
-        m if m.starts_with("bad timestamp") => reason::BAD_TIMESTAMP,
-        m if m.starts_with("Need at least one tag") || m.starts_with("Too many tags") => {
-            reason::BAD_TAGS
-        }
-        m if m.starts_with("Invalid ") => reason::BAD_NAME,
         _ => reason::OTHER,
     }
 }
@@ -753,34 +709,28 @@ mod tests {
 
     #[test]
     fn rejection_reasons_are_classified() {
+        use strata_ingest::{PutError, PutPointError};
+        let put = |e: PutError| rejection_reason(e.rejection());
+        let http = |e: PutPointError| rejection_reason(e.rejection());
         assert_eq!(
-            put_error_reason(&PutError::NotEnoughArguments { got: 1 }),
+            put(PutError::NotEnoughArguments { got: 1 }),
             reason::BAD_SYNTAX
         );
+        assert_eq!(put(PutError::InvalidTimestamp(0)), reason::BAD_TIMESTAMP);
+        assert_eq!(put(PutError::InvalidTag("x".into())), reason::BAD_TAGS);
+        let no_tags = strata_tsdb::PointError::NoTags { metric: "m".into() };
         assert_eq!(
-            put_error_reason(&PutError::InvalidTimestamp(0)),
-            reason::BAD_TIMESTAMP
-        );
-        assert_eq!(
-            put_error_reason(&PutError::InvalidTag("x".into())),
+            rejection_reason(strata_tsdb::Error::from(no_tags).rejection()),
             reason::BAD_TAGS
         );
-        assert_eq!(
-            tsdb_error_reason(&strata_tsdb::Error::NoTags { metric: "m".into() }),
-            reason::BAD_TAGS
-        );
-        assert_eq!(
-            http_failure_reason("Invalid timestamp"),
-            reason::BAD_TIMESTAMP
-        );
-        assert_eq!(
-            http_failure_reason("Unable to parse value to a number"),
-            reason::BAD_VALUE
-        );
-        assert_eq!(
-            http_failure_reason("Invalid metric name (\"a b\"): illegal character:  "),
-            reason::BAD_NAME
-        );
-        assert_eq!(http_failure_reason("Unknown metric"), reason::OTHER);
+        assert_eq!(http(PutPointError::InvalidTimestamp), reason::BAD_TIMESTAMP);
+        assert_eq!(http(PutPointError::InvalidValue), reason::BAD_VALUE);
+        let bad_name = strata_tsdb::PointError::IllegalCharacter {
+            what: "metric name".into(),
+            name: "a b".into(),
+            ch: ' ',
+        };
+        assert_eq!(http(bad_name.into()), reason::BAD_NAME);
+        assert_eq!(http(PutPointError::Null), reason::OTHER);
     }
 }

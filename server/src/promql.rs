@@ -6,7 +6,9 @@ use hyper::body::Incoming;
 use hyper::header::CONTENT_TYPE;
 use hyper::{Method, Request};
 
-use crate::http::{Resp, Shared, raw, read_body};
+use crate::body::read_body;
+use crate::resp::{Resp, raw};
+use crate::shared::Shared;
 
 /// The Prometheus API's path prefix (case-sensitive, as in Prometheus).
 const PREFIX: &str = "/api/v1/";
@@ -51,7 +53,7 @@ pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Resp {
         method: method.as_str(),
         query_string: &query,
         body: &body,
-        now_ms: crate::api::now_ms(),
+        now_ms: crate::api::request::now_ms(),
     };
     let resp = tokio::task::block_in_place(|| {
         strata_query::handle_prometheus(&shared.tsdb, &request, &limits)

@@ -2,7 +2,7 @@
 //!
 //! With `?sync` the reply waits until the WAL is fsynced. With `?sync&sync_timeout=<ms>` (ms > 0)
 //! it waits at most that long: when the write has not finished by then the reply is a 400, as
-//! in OpenTSDB, and the write carries on in the background (`shared/spec/opentsdb.md` §c.2).
+//! in OpenTSDB, and the write carries on in the background (OpenTSDB's `PutDataPointRpc`).
 //!
 //! When storage refuses writes for now (a full disk, or a failed WAL until a restart) the
 //! reply is a 503 with the error JSON, whatever the reply mode: the client should retry later.
@@ -13,13 +13,15 @@ use hyper::Request;
 use hyper::body::Incoming;
 use serde_json::json;
 use strata_ingest::{
-    BodyError, DatapointEcho, Num, ParsedPut, PutError, PutFailure, PutResponse, ReplyMode,
-    is_millis, parse_put_body,
+    BodyError, DatapointEcho, ParsedPut, PutFailure, PutPointError, PutResponse, ReplyMode,
+    parse_put_body,
 };
 use strata_tsdb::{ErrorKind, Point, PointRef, Value};
 
-use crate::http::{Resp, Shared, flag, query_param, raw};
-use crate::metrics::{http_failure_reason, tsdb_error_reason};
+use crate::metrics::rejection_reason;
+use crate::resp::{Resp, flag, query_param, raw};
+use crate::shared::Shared;
+use crate::shared::write_in_place;
 
 /// Handles one `/api/put` request.
 pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Resp {
@@ -31,7 +33,7 @@ pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Resp {
         .and_then(|v| v.trim().parse::<u64>().ok())
         .filter(|&ms| sync && ms > 0)
         .map(Duration::from_millis);
-    let decoded = match crate::http::read_body(req, shared).await {
+    let decoded = match crate::body::read_body(req, shared).await {
         Ok(body) => body,
         Err(resp) => return resp,
     };
@@ -50,8 +52,7 @@ async fn put_decoded(
         Some(timeout) => put_within(decoded, shared, mode, timeout).await,
         // A large body's parse and write keep a thread busy for milliseconds to seconds: the
         // worker's other connections go to another thread meanwhile, and large puts on several
-        // connections run in parallel. A server with one worker thread otherwise stored 0.64 M
-        // points/s of 50k-point puts over 4 connections, against 1.0 M with two.
+        // connections run in parallel, even with one worker thread.
         None if sync || decoded.len() >= OFFLOAD_PUT_BYTES => {
             tokio::task::block_in_place(|| put_now(decoded, shared, mode, sync))
         }
@@ -69,7 +70,7 @@ fn parse_counted<'a>(body: &'a [u8], shared: &Shared) -> Result<ParsedPut<'a>, B
     let counters = &shared.metrics.http;
     counters.received.inc_by(parsed.total() as u64);
     for f in parsed.failures() {
-        counters.rejected(http_failure_reason(&f.error));
+        counters.rejected(rejection_reason(f.error.rejection()));
     }
     Ok(parsed)
 }
@@ -82,7 +83,7 @@ fn put_now(body: &[u8], shared: &Shared, mode: ReplyMode, sync: bool) -> Resp {
         Err(e) => return raw(e.status(), e.to_json()),
     };
     let ingest_points: Vec<_> = parsed.points().collect();
-    let points: Vec<PointRef<'_>> = ingest_points.iter().map(to_tsdb).collect();
+    let points: Vec<PointRef<'_>> = ingest_points.iter().map(|p| p.to_tsdb()).collect();
     let tsdb = &shared.tsdb;
     // Off the worker already, `write_in_place`'s own handover just runs the write.
     let results = if sync {
@@ -90,7 +91,8 @@ fn put_now(body: &[u8], shared: &Shared, mode: ReplyMode, sync: bool) -> Resp {
     } else {
         write_in_place(tsdb, || tsdb.write(&points))
     };
-    respond(shared, mode, &parsed, &points, results)
+    let results = results.into_iter().map(|r| r.map_err(PutPointError::from));
+    respond(shared, mode, &parsed, &points, results.collect())
 }
 
 /// Stores the points of `body` with an fsync, answering after at most `timeout`.
@@ -100,7 +102,7 @@ async fn put_within(body: &[u8], shared: &Shared, mode: ReplyMode, timeout: Dura
         Err(e) => return raw(e.status(), e.to_json()),
     };
     let ingest_points: Vec<_> = parsed.points().collect();
-    let points: Vec<PointRef<'_>> = ingest_points.iter().map(to_tsdb).collect();
+    let points: Vec<PointRef<'_>> = ingest_points.iter().map(|p| p.to_tsdb()).collect();
     let owned: Vec<Point> = points.iter().map(to_owned).collect();
     match write_sync_within(shared.tsdb.clone(), owned, timeout).await {
         Ok(results) => respond(shared, mode, &parsed, &points, results),
@@ -117,7 +119,7 @@ fn respond(
     mode: ReplyMode,
     parsed: &ParsedPut<'_>,
     points: &[PointRef<'_>],
-    results: Vec<strata_tsdb::Result<()>>,
+    results: Vec<Result<(), PutPointError>>,
 ) -> Resp {
     let counters = &shared.metrics.http;
     let mut invalid: Vec<PutFailure> = parsed.failures().to_vec();
@@ -128,16 +130,17 @@ fn respond(
         match r {
             Ok(()) => success += 1,
             Err(e) => {
-                counters.rejected(tsdb_error_reason(&e));
+                counters.rejected(rejection_reason(e.rejection()));
+                let kind = e.kind();
                 let failure = PutFailure {
                     index: i,
                     datapoint: echo(p),
-                    error: e.to_string(),
+                    error: e,
                 };
-                match e.kind() {
+                match kind {
                     ErrorKind::Server => storage.push(failure),
                     ErrorKind::Unavailable => {
-                        unavailable.get_or_insert(failure.error);
+                        unavailable.get_or_insert(failure.error.to_string());
                     }
                     ErrorKind::Client | ErrorKind::NotFound => invalid.push(failure),
                 }
@@ -146,7 +149,7 @@ fn respond(
     }
     counters.stored.inc_by(success);
     if let Some(details) = unavailable {
-        return crate::http::error(
+        return crate::resp::error(
             hyper::StatusCode::SERVICE_UNAVAILABLE,
             "Storage is not accepting writes",
             &details,
@@ -167,11 +170,14 @@ async fn write_sync_within(
     tsdb: strata_tsdb::Tsdb,
     points: Vec<Point>,
     timeout: Duration,
-) -> Result<Vec<strata_tsdb::Result<()>>, WriteTimedOut> {
+) -> Result<Vec<Result<(), PutPointError>>, WriteTimedOut> {
     let n = points.len();
     run_within(timeout, n, move || {
         let refs: Vec<PointRef<'_, String>> = points.iter().map(Point::as_ref).collect();
         tsdb.write_sync(&refs)
+            .into_iter()
+            .map(|r| r.map_err(PutPointError::from))
+            .collect()
     })
     .await
 }
@@ -181,19 +187,14 @@ async fn write_sync_within(
 async fn run_within(
     timeout: Duration,
     n: usize,
-    write: impl FnOnce() -> Vec<strata_tsdb::Result<()>> + Send + 'static,
-) -> Result<Vec<strata_tsdb::Result<()>>, WriteTimedOut> {
+    write: impl FnOnce() -> Vec<Result<(), PutPointError>> + Send + 'static,
+) -> Result<Vec<Result<(), PutPointError>>, WriteTimedOut> {
     let task = tokio::task::spawn_blocking(write);
     match tokio::time::timeout(timeout, task).await {
         Ok(Ok(results)) => Ok(results),
         // The write panicked: report every point as a storage failure.
         Ok(Err(join)) => Ok((0..n)
-            .map(|_| {
-                Err(strata_tsdb::Error::Engine(strata_engine::Error::Io {
-                    context: "writing a put batch".into(),
-                    source: std::io::Error::other(join.to_string()),
-                }))
-            })
+            .map(|_| Err(PutPointError::Internal(join.to_string())))
             .collect()),
         Err(_) => Err(WriteTimedOut),
     }
@@ -205,7 +206,7 @@ async fn run_within(
 fn timed_out(mode: ReplyMode, failures: &[PutFailure], timeouts: u64) -> Resp {
     let failed = failures.len() as u64;
     match mode {
-        ReplyMode::Plain => crate::http::error(
+        ReplyMode::Plain => crate::resp::error(
             hyper::StatusCode::BAD_REQUEST,
             &format!(
                 "The put call has timedout with 0 successful writes, {failed} failed writes \
@@ -218,10 +219,10 @@ fn timed_out(mode: ReplyMode, failures: &[PutFailure], timeouts: u64) -> Resp {
             if mode == ReplyMode::Details {
                 body["errors"] = failures
                     .iter()
-                    .map(|f| json!({ "datapoint": f.datapoint, "error": f.error }))
+                    .map(|f| json!({ "datapoint": f.datapoint, "error": f.error.to_string() }))
                     .collect();
             }
-            crate::http::json(hyper::StatusCode::BAD_REQUEST, &body)
+            crate::resp::json(hyper::StatusCode::BAD_REQUEST, &body)
         }
     }
 }
@@ -256,99 +257,9 @@ fn to_owned(p: &PointRef<'_>) -> Point {
     }
 }
 
-/// Refuses a point whose timestamp the storage layer would misread.
-///
-/// The storage API tells seconds from milliseconds by magnitude (`<= 0xFFFFFFFF` is seconds),
-/// so a millisecond instant before 1970-02-19T17:02:47.296Z that is not a whole second cannot
-/// be handed to it. Only a telnet `sec.frac` timestamp with a small seconds part produces one
-/// (`put m 5.5 …` is 5 500 ms); OpenTSDB would store it 50 years off, Strata refuses it.
-/// Whole seconds (`5.000`) are fine: [`to_tsdb`] passes them as seconds.
-#[inline]
-pub fn check_units(
-    p: strata_ingest::PointRef<'_>,
-) -> Result<strata_ingest::PointRef<'_>, PutError> {
-    if p.millis && !is_millis(p.timestamp) && p.timestamp % 1000 != 0 {
-        return Err(PutError::InvalidNumber(format!(
-            "A fraction of a second needs a time after 1970-02-19T17:02:47Z: {}.{:03}",
-            p.timestamp / 1000,
-            p.timestamp % 1000
-        )));
-    }
-    Ok(p)
-}
-
-/// Runs `write`, a write to `tsdb`, on an async worker: in place, unless the write will wait
-/// (an fsync, a write stall), when the worker's other connections are first handed to another
-/// thread. Handing over on every write cost 7 % of the server's CPU in the 24 h devops ingest.
-pub(crate) fn write_in_place<T>(tsdb: &strata_tsdb::Tsdb, write: impl FnOnce() -> T) -> T {
-    if tsdb.write_may_block() {
-        tokio::task::block_in_place(write)
-    } else {
-        write()
-    }
-}
-
-/// A parsed value as storage takes it.
-pub(crate) fn to_value(n: Num) -> Value {
-    match n {
-        Num::Int(i) => Value::Int(i),
-        Num::Float(f) => Value::Float(f),
-    }
-}
-
-/// The storage layer's view of a parsed point; borrows everything.
-pub fn to_tsdb<'a>(p: &'a strata_ingest::PointRef<'a>) -> PointRef<'a> {
-    // A small millisecond value would be read as seconds; [`check_units`] let only whole
-    // seconds through, so dividing is exact.
-    let timestamp = if p.millis && !is_millis(p.timestamp) {
-        p.timestamp / 1000
-    } else {
-        p.timestamp
-    };
-    PointRef {
-        metric: p.metric,
-        tags: p.tags.as_slice(),
-        timestamp,
-        value: to_value(p.value),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use strata_ingest::{ParseConfig, parse_put_line};
-
     use super::*;
-
-    fn ts_of(line: &str) -> Result<i64, String> {
-        let cfg = ParseConfig::new();
-        let p = parse_put_line(line.as_bytes(), &cfg)
-            .and_then(check_units)
-            .map_err(|e| e.to_string())?;
-        Ok(to_tsdb(&p).timestamp)
-    }
-
-    #[test]
-    fn sec_frac_timestamps_reach_storage_as_the_same_instant() {
-        // Large seconds with a fraction: milliseconds, above the magnitude threshold.
-        assert_eq!(ts_of("put m 1364410924.5 1 h=a"), Ok(1_364_410_924_500));
-        assert_eq!(ts_of("put m 1364410924.250 1 h=a"), Ok(1_364_410_924_250));
-        // Plain seconds and milliseconds pass through.
-        assert_eq!(ts_of("put m 1364410924 1 h=a"), Ok(1_364_410_924));
-        assert_eq!(ts_of("put m 1364410924000 1 h=a"), Ok(1_364_410_924_000));
-        // Small seconds with a zero fraction stay seconds instead of becoming 5000 s.
-        assert_eq!(ts_of("put m 5.000 1 h=a"), Ok(5));
-        assert_eq!(ts_of("put m 5. 1 h=a"), Ok(5));
-        // A real fraction of a small second cannot be stored: refused, not moved.
-        let err = ts_of("put m 5.5 1 h=a").unwrap_err();
-        assert_eq!(
-            err,
-            "put: invalid value: A fraction of a second needs a time after \
-             1970-02-19T17:02:47Z: 5.500"
-        );
-        // Right at the threshold: 4294967.296 s is 0x1_0000_0000 ms, which reads as ms.
-        assert_eq!(ts_of("put m 4294967.296 1 h=a"), Ok(4_294_967_296));
-        assert!(ts_of("put m 4294967.295 1 h=a").is_err());
-    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn sync_timeout_answers_before_a_slow_write_finishes() -> anyhow::Result<()> {
@@ -392,14 +303,14 @@ mod tests {
     }
 
     /// A large body is parsed and stored off the async worker: with one worker thread, the
-    /// worker's other tasks (queries, other connections) run meanwhile. Before, they waited
-    /// for the whole put, and large puts on several connections took turns on one core.
+    /// worker's other tasks (queries, other connections) run meanwhile, instead of waiting for
+    /// the whole put.
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn a_large_put_leaves_the_worker_to_other_tasks() -> anyhow::Result<()> {
         const POINTS: usize = 100_000;
         let dir = tempfile::tempdir()?;
         let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
-        let (shared, _keep) = crate::server::Shared::for_test(tsdb)?;
+        let (shared, _keep) = crate::shared::Shared::for_test(tsdb)?;
         let body: Vec<serde_json::Value> = (0..POINTS)
             .map(|i| {
                 json!({"metric": "m", "timestamp": 1_356_998_400 + i / 10, "value": i,
@@ -408,7 +319,7 @@ mod tests {
             .collect();
         let body = serde_json::to_vec(&body)?;
         assert!(body.len() >= OFFLOAD_PUT_BYTES);
-        let (status, during) = crate::server::turns_beside({
+        let (status, during) = crate::shared::turns_beside({
             let shared = shared.clone();
             async move {
                 let resp = put_decoded(&body, &shared, ReplyMode::Plain, false, None).await;
@@ -463,7 +374,7 @@ mod tests {
             ..strata_tsdb::TsdbOptions::default()
         };
         let tsdb = strata_tsdb::Tsdb::open(dir.path(), opts)?;
-        let (shared, _keep) = crate::server::Shared::for_test(tsdb)?;
+        let (shared, _keep) = crate::shared::Shared::for_test(tsdb)?;
         faults.arm(Fault::new(FaultOp::Sync, FaultError::Io).on(FaultFile::Wal));
         let body = serde_json::to_vec(&json!({"metric": "m", "timestamp": 1_356_998_400,
                                               "value": 1, "tags": {"host": "a"}}))?;

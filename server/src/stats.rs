@@ -1,5 +1,5 @@
 //! OpenTSDB's own statistics: the `/api/stats` JSON and the telnet `stats` lines
-//! (`shared/spec/opentsdb.md` §b.2, §c.9).
+//! (OpenTSDB's `StatsRpc` and `StatsCollector`).
 //!
 //! Both list the same records: `tsd.<name>`, a value and extra tags; every record also gets
 //! `host=<hostname>`. Where OpenTSDB has a statistic with the same meaning its name is used
@@ -9,7 +9,7 @@
 //! histogram's buckets (each a power of two times 0.1 ms).
 
 use crate::metrics::{self, Metrics, reason};
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// One statistic: `tsd.<name>`, its value and its extra tags (besides `host`).
 #[derive(Debug, Clone, PartialEq)]

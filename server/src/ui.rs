@@ -21,7 +21,7 @@ use hyper::header::{
 };
 use hyper::{Method, Response, StatusCode};
 
-use crate::http::{Resp, method_not_allowed, query_param};
+use crate::resp::{Resp, method_not_allowed, query_param};
 
 /// One embedded file.
 #[derive(Debug)]

@@ -14,8 +14,10 @@ use strata_ingest::{
 };
 use strata_tsdb::SeriesPoint;
 
-use crate::http::{Resp, Shared, flag, query_param, raw, read_body};
-use crate::metrics::{ProtocolCounters, reason, refusal_reason, tsdb_error_reason};
+use crate::body::read_body;
+use crate::metrics::{ProtocolCounters, reason, refusal_reason, rejection_reason};
+use crate::resp::{Resp, flag, query_param, raw};
+use crate::shared::Shared;
 
 /// Bodies from this size are parsed and stored off the async worker, as `/api/put` does.
 const OFFLOAD_BYTES: usize = 64 << 10;
@@ -69,7 +71,7 @@ fn remote_write_now(body: &[u8], shared: &Shared, sync: bool) -> Resp {
         c.rejected(refusal_reason(kind));
     }
     for (e, samples) in batch.series_errors() {
-        c.rejected_by(tsdb_error_reason(e), samples);
+        c.rejected_by(rejection_reason(e.rejection()), samples);
     }
     let results = match store_series(shared, c, &batch.series_points(), sync) {
         Ok(results) => results,
@@ -115,7 +117,7 @@ pub(crate) async fn influx(api: InfluxApi, req: Request<Incoming>, shared: &Shar
         } else {
             batch.resolve(tsdb, known);
             for e in batch.resolve_errors() {
-                c.rejected(tsdb_error_reason(e));
+                c.rejected(rejection_reason(e.rejection()));
             }
             match store_series(shared, c, &batch.series_points(), sync) {
                 Ok(results) => results,
@@ -139,9 +141,9 @@ fn store_series(
     sync: bool,
 ) -> strata_tsdb::Result<Vec<strata_tsdb::Result<()>>> {
     let tsdb = &shared.tsdb;
-    let results = crate::put::write_in_place(tsdb, || tsdb.write_series(points));
+    let results = crate::shared::write_in_place(tsdb, || tsdb.write_series(points));
     for e in results.iter().filter_map(|r| r.as_ref().err()) {
-        c.rejected(tsdb_error_reason(e));
+        c.rejected(rejection_reason(e.rejection()));
     }
     // `write_series` only queues the points; the answer promises they can be read.
     tsdb.settle()?;

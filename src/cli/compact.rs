@@ -1,8 +1,8 @@
 //! `strata compact`: offline row compaction, memtable flush and full engine compaction, the
 //! same work as `POST /api/admin/compact`.
 
-use strata_server::compact::compact_all;
-use strata_server::config::{Config, StorageArgs};
+use strata_server::compact_all;
+use strata_server::{Config, StorageArgs};
 
 /// `strata compact` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -14,7 +14,7 @@ pub(crate) struct CompactArgs {
 /// Runs `strata compact`.
 pub(crate) fn run(args: &CompactArgs) -> anyhow::Result<()> {
     let config = Config::resolve_storage(&args.storage)?;
-    let (_lock, tsdb) = super::open_existing(&config)?;
+    let (_lock, tsdb) = super::open::open_existing(&config)?;
     let report = compact_all(&tsdb)?;
     tsdb.sync()?;
     println!("compacted {}: {report}", config.data_dir.display());

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use strata_server::config::{Config, StorageArgs};
+use strata_server::{Config, StorageArgs};
 
 /// `strata export` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -41,7 +41,7 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
         _ => anyhow::bail!("give the query with --query 'start=…&m=…' or --json FILE"),
     };
     let config = Config::resolve_storage(&args.storage)?;
-    let (_lock, tsdb) = super::open_existing(&config)?;
+    let (_lock, tsdb) = super::open::open_existing(&config)?;
     let limits = strata_query::QueryLimits {
         timeout: None,
         ..strata_query::QueryLimits::default()

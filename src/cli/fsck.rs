@@ -18,7 +18,7 @@ use strata_engine::{CheckView, Db, DbOptions, Severity, VerifyReport};
 use strata_tsdb::{FsckRemedy, FsckReport};
 
 use super::dir_lock::DirLock;
-use strata_server::config::{Config, StorageArgs};
+use strata_server::{Config, StorageArgs};
 
 /// Exit status: nothing wrong.
 pub(crate) const EXIT_CLEAN: i32 = 0;

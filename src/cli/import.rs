@@ -19,10 +19,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use strata_ingest::{ParseConfig, parse_put_line};
+use strata_ingest::{ParseConfig, check_units, parse_put_line};
 
-use strata_server::config::{Config, StorageArgs};
-use strata_server::metrics::{put_error_reason, tsdb_error_reason};
+use strata_server::rejection_reason;
+use strata_server::{Config, StorageArgs};
 
 /// `strata import` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -201,7 +201,7 @@ impl<'t> Importer<'t> {
                     self.summary.lines += 1;
                     let at = self.at(number);
                     self.summary.reject(
-                        strata_server::metrics::reason::BAD_SYNTAX,
+                        strata_server::reason::BAD_SYNTAX,
                         at,
                         format!("line longer than {MAX_LINE_BYTES} bytes"),
                     );
@@ -243,22 +243,23 @@ impl<'t> Importer<'t> {
         let mut numbers = Vec::with_capacity(self.lines.len());
         let mut rejects = Vec::new();
         for (range, number) in &self.lines {
-            match parse_put_line(&self.chunk[range.clone()], &self.cfg)
-                .and_then(strata_server::put::check_units)
-            {
+            match parse_put_line(&self.chunk[range.clone()], &self.cfg).and_then(check_units) {
                 Ok(p) => {
                     parsed.push(p);
                     numbers.push(*number);
                 }
-                Err(e) => rejects.push((put_error_reason(&e), *number, message(&e.to_string()))),
+                Err(e) => rejects.push((
+                    rejection_reason(e.rejection()),
+                    *number,
+                    message(&e.to_string()),
+                )),
             }
         }
-        let points: Vec<strata_tsdb::PointRef<'_>> =
-            parsed.iter().map(strata_server::put::to_tsdb).collect();
+        let points: Vec<strata_tsdb::PointRef<'_>> = parsed.iter().map(|p| p.to_tsdb()).collect();
         for (r, number) in self.tsdb.write(&points).into_iter().zip(numbers) {
             match r {
                 Ok(()) => self.summary.points += 1,
-                Err(e) => rejects.push((tsdb_error_reason(&e), number, e.to_string())),
+                Err(e) => rejects.push((rejection_reason(e.rejection()), number, e.to_string())),
             }
         }
         drop(points);
@@ -344,7 +345,7 @@ fn read_line_capped(
 /// Runs `strata import`.
 pub(crate) fn run(args: &ImportArgs) -> anyhow::Result<()> {
     let config = Config::resolve_storage(&args.storage)?;
-    let (_lock, tsdb) = super::open_locked(&config)?;
+    let (_lock, tsdb) = super::open::open_locked(&config)?;
     let mut importer = Importer::new(&tsdb, args.batch_points, true);
     for path in &args.files {
         let name = path.display().to_string();

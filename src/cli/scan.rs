@@ -18,7 +18,7 @@ use anyhow::Context;
 use strata_engine::{Cell, ScanOptions};
 use strata_tsdb::{ROW_SPAN_SECS, RowKey, UidKind, Value, decode_block};
 
-use strata_server::config::{Config, StorageArgs};
+use strata_server::{Config, StorageArgs};
 
 /// `strata scan` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -55,7 +55,7 @@ fn to_secs(t: i64) -> i64 {
 /// Runs `strata scan`, writing to stdout.
 pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<()> {
     let config = Config::resolve_storage(&args.storage)?;
-    let (_lock, tsdb) = super::open_existing(&config)?;
+    let (_lock, tsdb) = super::open::open_existing(&config)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let result = scan(&tsdb, args, &mut out)

@@ -25,16 +25,12 @@ pub enum ErrorKind {
     Unavailable,
 }
 
-/// A tsdb error.
-#[derive(Debug, thiserror::Error)]
+/// A point failed the checks of OpenTSDB's `TSDB.addPoint` (names, tag set, timestamp,
+/// value). The `Display` text is OpenTSDB's message, which HTTP `/api/put?details` echoes and
+/// telnet clients see after `put: illegal argument: `.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
-    /// The storage engine failed.
-    #[error(transparent)]
-    Engine(#[from] strata_engine::Error),
-    /// The engine failed to commit a write batch; every point of the batch gets a copy.
-    #[error("write failed: {0}")]
-    WriteFailed(#[source] Arc<strata_engine::Error>),
+pub enum PointError {
     /// A metric, tag key or tag value is empty.
     #[error("Invalid {what}: empty string")]
     EmptyName {
@@ -116,6 +112,68 @@ pub enum Error {
         /// The tags, as `{k=v, k=v}`.
         tags: String,
     },
+    /// A name is JSON `null` (HTTP only): `Tags.validateString`'s message for a null.
+    #[error("Invalid {what}: null")]
+    NullName {
+        /// What the name is, as in [`PointError::IllegalCharacter`].
+        what: String,
+    },
+}
+
+impl PointError {
+    /// Why the point was refused.
+    pub fn rejection(&self) -> Rejection {
+        match self {
+            PointError::EmptyName { .. }
+            | PointError::IllegalCharacter { .. }
+            | PointError::NullName { .. } => Rejection::Name,
+            PointError::NoTags { .. }
+            | PointError::TooManyTags { .. }
+            | PointError::DuplicateTag { .. } => Rejection::Tags,
+            PointError::NegativeTimestamp { .. } | PointError::BadTimestamp { .. } => {
+                Rejection::Timestamp
+            }
+            PointError::NotFinite { .. } => Rejection::Value,
+        }
+    }
+}
+
+/// Why a point was refused: what rejected points are counted by (the `reason` label of
+/// `/metrics`, the `tsd.storage.rejected_*` statistics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// The line or object had the wrong shape (a protocol parser's refusal).
+    Syntax,
+    /// An empty metric, tag key or tag value, or one with an illegal character.
+    Name,
+    /// No tag, too many tags, a malformed or duplicate tag.
+    Tags,
+    /// A missing, non-positive, malformed or out-of-range timestamp.
+    Timestamp,
+    /// A missing or malformed value, or NaN/infinity.
+    Value,
+    /// A name with no UID while auto-creation is off.
+    UnknownName,
+    /// Storage failed to commit the point.
+    Storage,
+    /// Anything else.
+    Other,
+}
+
+/// A tsdb error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The storage engine failed.
+    #[error(transparent)]
+    Engine(#[from] strata_engine::Error),
+    /// The engine failed to commit a write batch; every point of the batch gets a copy.
+    #[error("write failed: {0}")]
+    WriteFailed(#[source] Arc<strata_engine::Error>),
+    /// A point failed OpenTSDB's checks (`TSDB.addPoint`).
+    #[error(transparent)]
+    Point(#[from] PointError),
     /// A name has no UID (and auto-creation is off, or this is a read).
     #[error("No such name for '{kind}': '{name}'")]
     NoSuchName {
@@ -196,14 +254,7 @@ impl Error {
         match self {
             Error::Engine(e) => engine_kind(e),
             Error::WriteFailed(e) => engine_kind(e),
-            Error::EmptyName { .. }
-            | Error::IllegalCharacter { .. }
-            | Error::NoTags { .. }
-            | Error::TooManyTags { .. }
-            | Error::DuplicateTag { .. }
-            | Error::NotFinite { .. }
-            | Error::NegativeTimestamp { .. }
-            | Error::BadTimestamp { .. }
+            Error::Point(_)
             | Error::NameExists { .. }
             | Error::InvalidTsuid { .. }
             | Error::InvalidFilter { .. }
@@ -213,6 +264,16 @@ impl Error {
             | Error::SeriesExhausted { .. }
             | Error::Corruption { .. }
             | Error::Block(_) => ErrorKind::Server,
+        }
+    }
+
+    /// Why a point this error refused was refused.
+    pub fn rejection(&self) -> Rejection {
+        match self {
+            Error::Point(p) => p.rejection(),
+            Error::NoSuchName { .. } => Rejection::UnknownName,
+            Error::Engine(_) | Error::WriteFailed(_) => Rejection::Storage,
+            _ => Rejection::Other,
         }
     }
 
@@ -291,9 +352,9 @@ mod tests {
         };
         assert_eq!(e.to_string(), "No such name for 'tagv': 'web01'");
         assert_eq!(e.kind(), ErrorKind::NotFound);
-        let e = Error::NoTags {
+        let e = Error::from(PointError::NoTags {
             metric: "sys.cpu".into(),
-        };
+        });
         assert_eq!(
             e.to_string(),
             "Need at least one tag (metric=sys.cpu, tags={})"
@@ -303,7 +364,7 @@ mod tests {
 
     #[test]
     fn non_finite_values_print_as_java() {
-        let e = |v| Error::NotFinite {
+        let e = |v| PointError::NotFinite {
             value: v,
             metric: "m".into(),
             timestamp: 1,

@@ -29,7 +29,7 @@ mod value;
 
 pub use annotation::{Annotation, annotation_time_ms};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, PointError, Rejection, Result};
 pub use filter::{Filter, FilterKind};
 pub use fsck::{
     FsckCounts, FsckProblem, FsckRemedy, FsckRepaired, FsckReport, SAVED_CELLS, fsck, fsck_repair,
@@ -44,7 +44,7 @@ pub use stats::TsdbStats;
 pub use testing::{decode_row, fix_block_checksum, partial_block_cell, raw_cell};
 pub use tsdb::{SeriesHandle, SeriesInfo, SeriesNames, SeriesPoint, Tsdb, TsdbOptions};
 pub use uid::{MAX_UID, Uid, UidKind};
-pub use validate::NameRules;
+pub use validate::{MAX_MS_TIMESTAMP, NameRules, STANDARD_NAME_BYTES, check_point};
 
 pub use block::{
     BLOCK_VERSION, BlockError, MAX_POINTS, block_len, decode_block, decode_block_columns,

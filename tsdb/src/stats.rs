@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::error::Error;
+use crate::error::{Error, Rejection};
 use crate::uid::UidKind;
 
 /// Live counters, shared by every thread of a [`crate::Tsdb`].
@@ -82,17 +82,13 @@ impl Stats {
     }
 
     pub(crate) fn rejected(&self, e: &Error) {
-        let c = match e {
-            Error::EmptyName { .. } | Error::IllegalCharacter { .. } => &self.rejected_invalid_name,
-            Error::NoTags { .. } | Error::TooManyTags { .. } | Error::DuplicateTag { .. } => {
-                &self.rejected_bad_tags
-            }
-            Error::NegativeTimestamp { .. } | Error::BadTimestamp { .. } => {
-                &self.rejected_bad_timestamp
-            }
-            Error::NotFinite { .. } => &self.rejected_not_finite,
-            Error::NoSuchName { .. } => &self.rejected_unknown_name,
-            Error::Engine(_) | Error::WriteFailed(_) => &self.rejected_storage,
+        let c = match e.rejection() {
+            Rejection::Name => &self.rejected_invalid_name,
+            Rejection::Tags => &self.rejected_bad_tags,
+            Rejection::Timestamp => &self.rejected_bad_timestamp,
+            Rejection::Value => &self.rejected_not_finite,
+            Rejection::UnknownName => &self.rejected_unknown_name,
+            Rejection::Storage => &self.rejected_storage,
             _ => &self.rejected_other,
         };
         c.fetch_add(1, Relaxed);
@@ -156,16 +152,20 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::PointError;
 
     #[test]
     fn rejections_are_counted_by_reason() {
         let s = Stats::default();
-        s.rejected(&Error::NoTags { metric: "m".into() });
-        s.rejected(&Error::NotFinite {
-            value: f64::NAN,
-            metric: "m".into(),
-            timestamp: 1,
-        });
+        s.rejected(&PointError::NoTags { metric: "m".into() }.into());
+        s.rejected(
+            &PointError::NotFinite {
+                value: f64::NAN,
+                metric: "m".into(),
+                timestamp: 1,
+            }
+            .into(),
+        );
         s.points_written(3);
         s.uid_assigned(UidKind::Tagv);
         let snap = s.snapshot();

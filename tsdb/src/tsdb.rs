@@ -25,7 +25,7 @@ use crate::series_cache::{CachedSeries, SeriesCache, raw_key};
 use crate::series_index::SeriesIndex;
 use crate::stats::{Stats, TsdbStats};
 use crate::uid::{Uid, UidKind, UidTable};
-use crate::validate::{NameRules, check_tag_set, timestamp_to_ms};
+use crate::validate::{NameRules, check_finite, check_tag_set, timestamp_to_ms};
 use crate::value::Value;
 
 /// Bound of the write path's series cache.
@@ -914,15 +914,7 @@ impl Tsdb {
 
 /// A point's value encoded for its cell, or OpenTSDB's error for a value it cannot store.
 fn prepare_value(value: Value, timestamp: i64, metric: &str) -> Result<EncodedValue> {
-    if let Value::Float(f) = value
-        && !f.is_finite()
-    {
-        return Err(Error::NotFinite {
-            value: f,
-            metric: metric.to_string(),
-            timestamp,
-        });
-    }
+    check_finite(value, metric, timestamp)?;
     Ok(encode_value(value))
 }
 

@@ -3,10 +3,14 @@
 //! Names are UTF-8 end to end (compat exception #1): a name is checked char by char, and is
 //! never re-encoded.
 
-use crate::error::{Error, Result, format_tags};
+use crate::cell::encode_value;
+use crate::error::{PointError, format_tags};
+use crate::value::Value;
+
+type Result<T> = std::result::Result<T, PointError>;
 
 /// Largest millisecond timestamp accepted on write (year 2286).
-pub(crate) const MAX_MS_TIMESTAMP: i64 = 9_999_999_999_999;
+pub const MAX_MS_TIMESTAMP: i64 = 9_999_999_999_999;
 
 /// Timestamps above this are milliseconds, at or below it seconds (`Const.SECOND_MASK`).
 pub(crate) const MAX_SECOND_TIMESTAMP: i64 = 0xFFFF_FFFF;
@@ -31,11 +35,16 @@ impl NameRules {
     /// Checks one name. `what` builds the noun of the error message lazily.
     pub(crate) fn check(&self, name: &str, what: impl FnOnce() -> String) -> Result<()> {
         if name.is_empty() {
-            return Err(Error::EmptyName { what: what() });
+            return Err(PointError::EmptyName { what: what() });
+        }
+        // Nearly every name is plain ASCII from the standard set: check those bytes with a
+        // table, and take the per-character rules only for the rest.
+        if name.bytes().all(|b| STANDARD_NAME_BYTES[usize::from(b)]) {
+            return Ok(());
         }
         match name.chars().find(|&c| !self.allows(c)) {
             None => Ok(()),
-            Some(ch) => Err(Error::IllegalCharacter {
+            Some(ch) => Err(PointError::IllegalCharacter {
                 what: what(),
                 name: name.to_string(),
                 ch,
@@ -55,6 +64,71 @@ impl NameRules {
     }
 }
 
+/// ASCII bytes every configuration allows in names: letters, digits, `-`, `_`, `.`, `/`.
+pub static STANDARD_NAME_BYTES: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'/');
+        b += 1;
+    }
+    t
+};
+
+/// Refuses NaN and the infinities, which OpenTSDB does not store.
+pub(crate) fn check_finite(value: Value, metric: &str, timestamp: i64) -> Result<()> {
+    match value {
+        Value::Float(v) if !v.is_finite() => Err(PointError::NotFinite {
+            value: v,
+            metric: metric.to_owned(),
+            timestamp,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The checks of OpenTSDB's `TSDB.addPoint`, in its order: NaN or infinity, the range of a
+/// millisecond timestamp, no tags, too many tags, the metric's characters, then each tag key
+/// and value. `tags` holds every distinct tag. Protocol parsers call this to answer with
+/// OpenTSDB's first error for a point; [`crate::Tsdb::write`] runs the same rules.
+pub fn check_point(
+    rules: &NameRules,
+    max_tags: usize,
+    metric: &str,
+    timestamp: i64,
+    millis: bool,
+    value: Value,
+    tags: &[(&str, &str)],
+) -> Result<()> {
+    check_finite(value, metric, timestamp)?;
+    if millis && !(0..=MAX_MS_TIMESTAMP).contains(&timestamp) {
+        return Err(PointError::BadTimestamp {
+            timestamp,
+            value: encode_value(value).describe(),
+            metric: metric.to_owned(),
+            tags: format_tags(tags),
+        });
+    }
+    if tags.is_empty() {
+        return Err(PointError::NoTags {
+            metric: metric.to_owned(),
+        });
+    }
+    if tags.len() > max_tags {
+        return Err(PointError::TooManyTags {
+            count: tags.len(),
+            max: max_tags,
+            tags: format_tags(tags),
+        });
+    }
+    rules.check_metric(metric)?;
+    for &(k, v) in tags {
+        rules.check_tag(k, v)?;
+    }
+    Ok(())
+}
+
 /// Normalizes a write timestamp to milliseconds. Values above `0xFFFFFFFF` are milliseconds,
 /// others seconds (a magnitude rule, spec §a.4). `describe_value` renders the value for the
 /// error message.
@@ -65,7 +139,7 @@ pub(crate) fn timestamp_to_ms<S: AsRef<str>>(
     describe_value: impl FnOnce() -> String,
 ) -> Result<i64> {
     if timestamp < 0 {
-        return Err(Error::NegativeTimestamp {
+        return Err(PointError::NegativeTimestamp {
             timestamp,
             value: describe_value(),
             metric: metric.to_string(),
@@ -78,7 +152,7 @@ pub(crate) fn timestamp_to_ms<S: AsRef<str>>(
     // The row's base time is 4 bytes of seconds, so instants past 2106-02-07 cannot be stored
     // (OpenTSDB wraps them silently; we refuse them).
     if timestamp > MAX_MS_TIMESTAMP || timestamp / 1000 > i64::from(u32::MAX) {
-        return Err(Error::BadTimestamp {
+        return Err(PointError::BadTimestamp {
             timestamp,
             value: describe_value(),
             metric: metric.to_string(),
@@ -96,14 +170,14 @@ pub(crate) fn check_tag_set<S: AsRef<str>>(
     max_tags: usize,
 ) -> Result<()> {
     if tags.is_empty() {
-        return Err(Error::NoTags {
+        return Err(PointError::NoTags {
             metric: metric.to_string(),
         });
     }
     for (i, (k, v)) in tags.iter().enumerate() {
         for (k2, v2) in &tags[..i] {
             if k.as_ref() == k2.as_ref() && v.as_ref() != v2.as_ref() {
-                return Err(Error::DuplicateTag {
+                return Err(PointError::DuplicateTag {
                     pair: format!("{}={}", k.as_ref(), v.as_ref()),
                     tags: format_tags(tags),
                 });
@@ -116,7 +190,7 @@ pub(crate) fn check_tag_set<S: AsRef<str>>(
         .filter(|(i, (k, _))| !tags[..*i].iter().any(|(k2, _)| k2.as_ref() == k.as_ref()))
         .count();
     if distinct > max_tags {
-        return Err(Error::TooManyTags {
+        return Err(PointError::TooManyTags {
             count: distinct,
             max: max_tags,
             tags: format_tags(tags),

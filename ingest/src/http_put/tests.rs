@@ -1,6 +1,6 @@
 use super::*;
-use crate::point::Num;
 use crate::put_response::{PutResponse, ReplyMode};
+use strata_tsdb::Value;
 
 fn parse(body: &str) -> ParsedPut<'_> {
     match parse_put_body(body.as_bytes(), &ParseConfig::default()) {
@@ -21,7 +21,7 @@ fn point_err(point: &str) -> String {
     let p = parse(point);
     assert_eq!(p.good_count(), 0, "{point}");
     assert_eq!(p.failures().len(), 1, "{point}");
-    p.failures()[0].error.clone()
+    p.failures()[0].error.to_string()
 }
 
 fn echo(f: &PutFailure) -> String {
@@ -37,7 +37,7 @@ fn single_object_and_array() {
     assert_eq!(pts.len(), 1);
     assert_eq!(pts[0].metric, "sys.cpu.nice");
     assert_eq!((pts[0].timestamp, pts[0].millis), (1346846400, false));
-    assert_eq!(pts[0].value, Num::Int(18));
+    assert_eq!(pts[0].value, Value::Int(18));
     assert_eq!(pts[0].tags.as_slice(), &[("host", "web01")]);
 
     let p = parse(
@@ -50,16 +50,16 @@ fn single_object_and_array() {
     assert_eq!(pts.len(), 3);
     assert_eq!(
         (pts[0].timestamp, pts[0].millis, pts[0].value),
-        (1346846400000, true, Num::Float(12.5))
+        (1346846400000, true, Value::Float(12.5))
     );
     assert_eq!(pts[0].tags.as_slice(), &[("h", "x"), ("dc", "y")]);
     assert_eq!(
         (pts[1].metric, pts[1].timestamp, pts[1].value),
-        ("b", 1346846400, Num::Int(-3))
+        ("b", 1346846400, Value::Int(-3))
     );
     assert_eq!(
         (pts[2].timestamp, pts[2].value),
-        (1365465600, Num::Float(1500.0))
+        (1365465600, Value::Float(1500.0))
     );
 }
 
@@ -179,7 +179,7 @@ fn echo_omits_absent_fields() {
         echo(&p.failures()[1]),
         r#"{"metric":"m","timestamp":0,"tags":{"h":null}}"#
     );
-    assert_eq!(p.failures()[2].error, "Unexpected exception");
+    assert_eq!(p.failures()[2].error.to_string(), "Unexpected exception");
     assert_eq!(echo(&p.failures()[2]), r#"{"timestamp":0}"#);
     // Numbers keep their text in the echo.
     let p = parse(r#"{"metric":"a b","timestamp":1,"value":1.50,"tags":{"h":"x"}}"#);
@@ -197,7 +197,7 @@ fn jackson_like_field_handling() {
     );
     let pt = p.points().next().unwrap();
     assert_eq!(pt.metric, "sys.cpu");
-    assert_eq!(pt.value, Num::Int(7));
+    assert_eq!(pt.value, Value::Int(7));
     assert_eq!(pt.tags.as_slice(), &[("host", "web2"), ("n", "5")]);
     let p = parse(r#"{"metric":"caf\u00e9","timestamp":1,"value":1,"tags":{"h":"x"}}"#);
     assert_eq!(p.points().next().unwrap().metric, "café");

@@ -177,9 +177,10 @@ fn a_partly_bad_batch_is_answered_as_influxdb_does() {
 #[test]
 fn storage_refusals_and_failures() {
     let b = InfluxBatch::parse(b"m v=1i 1700000000", Precision::Seconds, NOW_MS);
-    let no_tags = Err(strata_tsdb::Error::NoTags {
+    let no_tags = Err(strata_tsdb::PointError::NoTags {
         metric: "m.v".into(),
-    });
+    }
+    .into());
     let r = b.reply(InfluxApi::V1, &[no_tags]);
     assert_eq!(r.status, 400);
     assert_eq!(

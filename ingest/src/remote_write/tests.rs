@@ -170,9 +170,10 @@ fn bad_samples_give_400_naming_them_and_the_rest_is_kept() {
     assert_eq!(kinds, [RefusalKind::Name, RefusalKind::Timestamp]);
     let results = vec![
         Ok(()),
-        Err(strata_tsdb::Error::NoTags {
+        Err(strata_tsdb::PointError::NoTags {
             metric: "lonely".into(),
-        }),
+        }
+        .into()),
     ];
     let reply = b.reply(&results);
     assert_eq!((reply.status, reply.stored), (400, 1));

@@ -1,5 +1,5 @@
 use super::*;
-use crate::point::Num;
+use strata_tsdb::Value;
 
 fn err(line: &str) -> String {
     match parse_put_line(line.as_bytes(), &ParseConfig::default()) {
@@ -264,7 +264,7 @@ fn good_lines_round_trip() {
         (p.timestamp, p.millis, p.ts_ms()),
         (1356998400, false, 1356998400000)
     );
-    assert_eq!(p.value, Num::Float(42.5));
+    assert_eq!(p.value, Value::Float(42.5));
     assert_eq!(p.tags.as_slice(), &[("host", "web01"), ("cpu", "0")]);
     assert_eq!(p.tags.get("cpu"), Some("0"));
 
@@ -272,7 +272,7 @@ fn good_lines_round_trip() {
     let p = ok("put m 1356998400 7  host=a   dc=b  \r\n");
     assert_eq!(
         (p.metric, p.timestamp, p.value),
-        ("m", 1356998400, Num::Int(7))
+        ("m", 1356998400, Value::Int(7))
     );
     assert_eq!(p.tags.as_slice(), &[("host", "a"), ("dc", "b")]);
     // A double space before the timestamp makes it empty, as in OpenTSDB.
@@ -287,14 +287,14 @@ fn good_lines_round_trip() {
         (p.timestamp, p.millis, p.ts_ms()),
         (1356998400500, true, 1356998400500)
     );
-    assert_eq!(p.value, Num::Int(-3));
+    assert_eq!(p.value, Value::Int(-3));
     let p = ok("put m 4294967296 1 host=a");
     assert!(p.millis);
 
     // Integer versus float by the text.
-    assert_eq!(ok("put m 1 +5 h=a").value, Num::Int(5));
-    assert_eq!(ok("put m 1 5e2 h=a").value, Num::Float(500.0));
-    assert_eq!(ok("put m 1 .5 h=a").value, Num::Float(0.5));
+    assert_eq!(ok("put m 1 +5 h=a").value, Value::Int(5));
+    assert_eq!(ok("put m 1 5e2 h=a").value, Value::Float(500.0));
+    assert_eq!(ok("put m 1 .5 h=a").value, Value::Float(0.5));
 }
 
 #[test]
@@ -418,4 +418,36 @@ fn put_line_throughput() {
             f64::from(n) / secs
         );
     }
+}
+
+/// The timestamp a `put` line reaches storage with.
+fn ts_of(line: &str) -> Result<i64, String> {
+    let cfg = ParseConfig::new();
+    let p = parse_put_line(line.as_bytes(), &cfg)
+        .and_then(check_units)
+        .map_err(|e| e.to_string())?;
+    Ok(p.to_tsdb().timestamp)
+}
+
+#[test]
+fn sec_frac_timestamps_reach_storage_as_the_same_instant() {
+    // Large seconds with a fraction: milliseconds, above the magnitude threshold.
+    assert_eq!(ts_of("put m 1364410924.5 1 h=a"), Ok(1_364_410_924_500));
+    assert_eq!(ts_of("put m 1364410924.250 1 h=a"), Ok(1_364_410_924_250));
+    // Plain seconds and milliseconds pass through.
+    assert_eq!(ts_of("put m 1364410924 1 h=a"), Ok(1_364_410_924));
+    assert_eq!(ts_of("put m 1364410924000 1 h=a"), Ok(1_364_410_924_000));
+    // Small seconds with a zero fraction stay seconds instead of becoming 5000 s.
+    assert_eq!(ts_of("put m 5.000 1 h=a"), Ok(5));
+    assert_eq!(ts_of("put m 5. 1 h=a"), Ok(5));
+    // A real fraction of a small second cannot be stored: refused, not moved.
+    let err = ts_of("put m 5.5 1 h=a").unwrap_err();
+    assert_eq!(
+        err,
+        "put: invalid value: A fraction of a second needs a time after \
+         1970-02-19T17:02:47Z: 5.500"
+    );
+    // Right at the threshold: 4294967.296 s is 0x1_0000_0000 ms, which reads as ms.
+    assert_eq!(ts_of("put m 4294967.296 1 h=a"), Ok(4_294_967_296));
+    assert!(ts_of("put m 4294967.295 1 h=a").is_err());
 }

@@ -1,4 +1,4 @@
-//! `/api/annotation`, `/api/annotations` and `/api/annotation/bulk` (spec §c.8), over the
+//! `/api/annotation`, `/api/annotations` and `/api/annotation/bulk` (OpenTSDB's `AnnotationRpc`), over the
 //! tsdb's annotation table.
 //!
 //! As OpenTSDB: GET reads one annotation (404 when missing); POST creates or merges (fields the
@@ -8,11 +8,6 @@
 //! range of global and/or per-series annotations. `GET /api/annotations` lists the global
 //! annotations between `start_time` and `end_time`.
 
-#![expect(
-    clippy::result_large_err,
-    reason = "parsers hand a finished OpenTSDB error response up to the handler, once per request"
-)]
-
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -21,10 +16,12 @@ use hyper::{Method, Request, StatusCode};
 use serde_json::{Value as Json, json};
 use strata_tsdb::{Annotation, Tsdb, Tsuid};
 
-use super::{json_bool, json_i64, now_ms, parse_json_body, parse_time_ms, tsdb_error};
-use crate::http::{
-    Resp, Shared, error, flag, json_ok, method_not_allowed, query_param, raw, read_body,
+use super::request::{json_bool, json_i64, now_ms, parse_json_body, parse_time_ms};
+use crate::body::read_body;
+use crate::resp::{
+    ApiError, Resp, error, flag, json_ok, method_not_allowed, query_param, raw, tsdb_error,
 };
+use crate::shared::Shared;
 
 /// Serializes read-modify-write cycles, so two concurrent merges cannot lose a field.
 static WRITE_LOCK: Mutex<()> = Mutex::new(());
@@ -111,7 +108,7 @@ pub(crate) async fn handle(ep: &str, req: Request<Incoming>, shared: &Shared) ->
             };
             match note {
                 Ok(note) => single(&tsdb, &method, &note),
-                Err(resp) => resp,
+                Err(e) => e.into(),
             }
         }
     })
@@ -157,7 +154,7 @@ fn write(tsdb: &Tsdb, note: &NoteReq, replace: bool) -> strata_tsdb::Result<Anno
 fn bulk_write(tsdb: &Tsdb, body: &[u8], replace: bool) -> Resp {
     let v = match parse_json_body(body) {
         Ok(v) => v,
-        Err(resp) => return resp,
+        Err(e) => return e.into(),
     };
     let Json::Array(items) = v else {
         return error(
@@ -170,7 +167,7 @@ fn bulk_write(tsdb: &Tsdb, body: &[u8], replace: bool) -> Resp {
     for item in &items {
         match note_from_json(item) {
             Ok(n) => notes.push(n),
-            Err(resp) => return resp,
+            Err(e) => return e.into(),
         }
     }
     let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -190,7 +187,7 @@ fn bulk_delete(tsdb: &Tsdb, query: &str, body: Option<&[u8]>) -> Resp {
         Some(body) => {
             let v = match parse_json_body(body) {
                 Ok(v) => v,
-                Err(resp) => return resp,
+                Err(e) => return e.into(),
             };
             let text = |name: &str| match v.get(name) {
                 Some(Json::String(s)) => Some(s.clone()),
@@ -303,28 +300,28 @@ pub(crate) fn note_json(a: &Annotation) -> Json {
     strata_query::annotation_json(a)
 }
 
-fn missing_start() -> Resp {
-    error(StatusCode::BAD_REQUEST, "Missing start time", "")
+fn missing_start() -> ApiError {
+    ApiError::bad_request("Missing start time", "")
 }
 
 /// Checks a TSUID and returns it in upper-case hex (`None` for empty = global).
-fn check_tsuid(t: Option<&str>) -> Result<Option<String>, Resp> {
+fn check_tsuid(t: Option<&str>) -> Result<Option<String>, ApiError> {
     match t.map(str::trim) {
         None | Some("") => Ok(None),
         Some(t) => Tsuid::parse_hex(t)
             .map(|ts| Some(ts.to_hex()))
-            .map_err(|e| tsdb_error(&e)),
+            .map_err(|e| ApiError::from_tsdb(&e)),
     }
 }
 
 /// Parses an annotation from a JSON body.
-pub(crate) fn parse_note_json(body: &[u8]) -> Result<NoteReq, Resp> {
+pub(crate) fn parse_note_json(body: &[u8]) -> Result<NoteReq, ApiError> {
     note_from_json(&parse_json_body(body)?)
 }
 
-fn note_from_json(v: &Json) -> Result<NoteReq, Resp> {
+fn note_from_json(v: &Json) -> Result<NoteReq, ApiError> {
     let bad = |detail: &str| {
-        error(
+        ApiError::new(
             StatusCode::BAD_REQUEST,
             "Unable to parse the given JSON",
             detail,
@@ -374,11 +371,11 @@ fn note_from_json(v: &Json) -> Result<NoteReq, Resp> {
 
 /// Parses an annotation from the query string (`tsuid`, `start_time`, `end_time`,
 /// `description`, `notes`); times may be relative or absolute and are kept in seconds.
-pub(crate) fn parse_note_query(query: &str) -> Result<NoteReq, Resp> {
+pub(crate) fn parse_note_query(query: &str) -> Result<NoteReq, ApiError> {
     let seconds = |name: &str| match query_param(query, name).as_deref().map(parse_time_ms) {
         None | Some(Ok(None)) => Ok(None),
         Some(Ok(Some(ms))) => Ok(Some(ms / 1000)),
-        Some(Err(e)) => Err(error(StatusCode::BAD_REQUEST, &e, "")),
+        Some(Err(e)) => Err(ApiError::new(StatusCode::BAD_REQUEST, &e, "")),
     };
     let start_time = seconds("start_time")?.unwrap_or(0);
     if start_time < 1 {

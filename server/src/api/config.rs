@@ -1,12 +1,13 @@
 //! `/api/config` (Strata's effective settings, read-only, in OpenTSDB's key style) and
-//! `/api/serializers` (spec §c.9).
+//! `/api/serializers` (OpenTSDB's `RpcManager`, `SerializerRpc`).
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value as Json, json};
 
 use crate::config::Cors;
-use crate::http::{Resp, Shared, json_ok};
+use crate::resp::{Resp, json_ok};
+use crate::shared::Shared;
 
 /// Every setting as `key → string`, sorted by key. OpenTSDB keys where one means the same
 /// thing; `strata.*` keys for Strata's own. Values of keys containing `PASS` are masked, as

@@ -1,23 +1,21 @@
 //! `/api/query/last`: the latest point of each matching series, answered from the series
-//! index's last points, which are persisted and survive restarts (spec §c.4).
+//! index's last points, which are persisted and survive restarts (OpenTSDB's `QueryRpc.handleLastDataPointQuery`; see `docs/compat.md` #12).
 //!
 //! A `metric{k=v}` sub-query matches every series of the metric that carries those exact
 //! pairs (as OpenTSDB's meta-table path does); a `tsuids` sub-query names series directly.
 //! With `backScan` > 0 only points from the current hour or the `backScan` hours before it
 //! count, as OpenTSDB's row walk sees them.
 
-#![expect(
-    clippy::result_large_err,
-    reason = "parsers hand a finished OpenTSDB error response up to the handler, once per request"
-)]
-
 use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode};
 use serde_json::{Value as Json, json};
 use strata_tsdb::{Filter, FilterKind, SeriesInfo, Tsdb, Tsuid, UidKind, Value};
 
-use super::{json_bool, json_i64, now_ms, parse_json_body, query_params, series_expr, tsdb_error};
-use crate::http::{Resp, Shared, error, flag, json_ok, query_param, read_body};
+use super::request::{json_bool, json_i64, now_ms, parse_json_body, query_params};
+use super::series_expr;
+use crate::body::read_body;
+use crate::resp::{ApiError, Resp, error, flag, json_ok, query_param, tsdb_error};
+use crate::shared::Shared;
 
 /// One sub-query.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +53,7 @@ pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Resp {
     };
     let q = match parsed {
         Ok(q) => q,
-        Err(resp) => return resp,
+        Err(e) => return e.into(),
     };
     if q.subs.is_empty() {
         return error(StatusCode::BAD_REQUEST, "Missing sub queries", "");
@@ -68,13 +66,13 @@ pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Resp {
 }
 
 /// Parses `timeseries=`, `tsuids=`, `resolve` and `back_scan=`.
-pub(crate) fn parse_get(query: &str) -> Result<LastQuery, Resp> {
+pub(crate) fn parse_get(query: &str) -> Result<LastQuery, ApiError> {
     let mut subs = Vec::new();
     for ts in query_params(query, "timeseries") {
         let expr = series_expr::parse(&ts)
-            .map_err(|e| error(StatusCode::BAD_REQUEST, "Unable to parse query", &e))?;
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "Unable to parse query", &e))?;
         let Some(metric) = expr.metric else {
-            return Err(error(
+            return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "Missing metric in timeseries",
                 &ts,
@@ -99,7 +97,7 @@ pub(crate) fn parse_get(query: &str) -> Result<LastQuery, Resp> {
     let back_scan = match query_param(query, "back_scan") {
         None => 0,
         Some(b) => b.trim().parse::<i64>().map_err(|_| {
-            error(
+            ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "Unable to parse back_scan as a number",
                 &b,
@@ -114,10 +112,10 @@ pub(crate) fn parse_get(query: &str) -> Result<LastQuery, Resp> {
 }
 
 /// Parses `{"queries":[{"metric":..,"tags":{..}}|{"tsuids":[..]}],"resolveNames":..,"backScan":..}`.
-pub(crate) fn parse_post(body: &[u8]) -> Result<LastQuery, Resp> {
+pub(crate) fn parse_post(body: &[u8]) -> Result<LastQuery, ApiError> {
     let v = parse_json_body(body)?;
     let bad = |detail: &str| {
-        error(
+        ApiError::new(
             StatusCode::BAD_REQUEST,
             "Unable to parse the given JSON",
             detail,

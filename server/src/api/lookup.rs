@@ -1,15 +1,10 @@
 //! `/api/search/lookup`: the series matching a metric and/or tag pairs, served from the series
-//! index (spec §c.6).
+//! index (OpenTSDB's `SearchRpc`; see `docs/compat.md`).
 //!
 //! Matching, as OpenTSDB: the metric exactly; `k=v` needs that pair; `k=*` (or `k=`) needs the
 //! key with any value; `*=v` (or `=v`) needs the value under any key. Different keys are ANDed,
 //! values of one key ORed, a wildcard for a key overrides its literal values, and several
 //! `*=v` are ORed. Results are in TSUID byte order, at most `limit` (default 25, 0 = all).
-
-#![expect(
-    clippy::result_large_err,
-    reason = "parsers hand a finished OpenTSDB error response up to the handler, once per request"
-)]
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -19,9 +14,11 @@ use hyper::{Method, Request, StatusCode};
 use serde_json::{Value as Json, json};
 use strata_tsdb::{Filter, FilterKind, SeriesInfo, Tsdb, UidKind};
 
+use super::request::{json_bool, json_i64, parse_json_body};
 use super::series_expr::{self, is_any};
-use super::{json_bool, json_i64, parse_json_body, tsdb_error};
-use crate::http::{Resp, Shared, error, json_ok, query_param, read_body};
+use crate::body::read_body;
+use crate::resp::{ApiError, Resp, error, json_ok, query_param, tsdb_error};
+use crate::shared::Shared;
 
 /// OpenTSDB's default lookup limit.
 const DEFAULT_LIMIT: i64 = 25;
@@ -51,27 +48,27 @@ pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Resp {
     };
     let lookup = match parsed {
         Ok(l) => l,
-        Err(resp) => return resp,
+        Err(e) => return e.into(),
     };
     let tsdb = shared.tsdb.clone();
     tokio::task::block_in_place(|| run(&tsdb, &lookup))
 }
 
 /// Parses `m=metric{k=v,...}` and `limit=`.
-pub(crate) fn parse_get(query: &str) -> Result<Lookup, Resp> {
+pub(crate) fn parse_get(query: &str) -> Result<Lookup, ApiError> {
     let Some(m) = query_param(query, "m") else {
-        return Err(error(
+        return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "Missing parameter <code>m</code>",
             "",
         ));
     };
     let expr = series_expr::parse(&m)
-        .map_err(|e| error(StatusCode::BAD_REQUEST, "Unable to parse query", &e))?;
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "Unable to parse query", &e))?;
     let limit = match query_param(query, "limit") {
         None => DEFAULT_LIMIT,
         Some(l) => l.trim().parse::<i32>().map(i64::from).map_err(|_| {
-            error(
+            ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "Unable to convert 'limit' to a valid number",
                 "",
@@ -86,10 +83,10 @@ pub(crate) fn parse_get(query: &str) -> Result<Lookup, Resp> {
 }
 
 /// Parses `{"metric":..,"tags":[{"key":..,"value":..}],"limit":..,"useMeta":..}`.
-pub(crate) fn parse_post(body: &[u8]) -> Result<Lookup, Resp> {
+pub(crate) fn parse_post(body: &[u8]) -> Result<Lookup, ApiError> {
     let v = parse_json_body(body)?;
     let bad = |detail: &str| {
-        error(
+        ApiError::new(
             StatusCode::BAD_REQUEST,
             "Unable to parse the given JSON",
             detail,

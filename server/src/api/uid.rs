@@ -1,22 +1,22 @@
 //! `/api/uid/assign`, `/api/uid/uidmeta` (GET), `/api/uid/tsmeta` (GET) and `/api/uid/rename`
-//! (spec §c.7).
+//! (OpenTSDB's `UniqueIdRpc`).
 //!
 //! Strata keeps no user-editable UID or series metadata, so `uidmeta` and `tsmeta` answer
 //! OpenTSDB's objects with empty descriptions, `created` 0, and for series the last point's
 //! time as `lastReceived`.
-
-#![expect(
-    clippy::result_large_err,
-    reason = "parsers hand a finished OpenTSDB error response up to the handler, once per request"
-)]
 
 use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode};
 use serde_json::{Value as Json, json};
 use strata_tsdb::{Filter, FilterKind, SeriesInfo, Tsdb, Tsuid, Uid, UidKind};
 
-use super::{parse_json_body, series_expr, tsdb_error};
-use crate::http::{Resp, Shared, error, json, json_ok, method_not_allowed, query_param, read_body};
+use super::request::parse_json_body;
+use super::series_expr;
+use crate::body::read_body;
+use crate::resp::{
+    ApiError, Resp, error, json, json_ok, method_not_allowed, query_param, tsdb_error,
+};
+use crate::shared::Shared;
 
 /// The request keys of the three kinds, in response order.
 const KINDS: [(&str, UidKind); 3] = [
@@ -39,7 +39,7 @@ pub(crate) async fn assign(req: Request<Incoming>, shared: &Shared) -> Resp {
     let source = if method == Method::POST {
         match parse_assign_json(&body) {
             Ok(s) => s,
-            Err(resp) => return resp,
+            Err(e) => return e.into(),
         }
     } else {
         parse_assign_query(&query)
@@ -62,10 +62,10 @@ fn parse_assign_query(query: &str) -> AssignSource {
     })
 }
 
-fn parse_assign_json(body: &[u8]) -> Result<AssignSource, Resp> {
+fn parse_assign_json(body: &[u8]) -> Result<AssignSource, ApiError> {
     let v = parse_json_body(body)?;
     let bad = |detail: &str| {
-        error(
+        ApiError::new(
             StatusCode::BAD_REQUEST,
             "Unable to parse the given JSON",
             detail,
@@ -326,7 +326,7 @@ pub(crate) async fn rename(req: Request<Incoming>, shared: &Shared) -> Resp {
         Ok(b) => b,
         Err(resp) => return resp,
     };
-    let field = |name: &str| -> Result<Option<String>, Resp> {
+    let field = |name: &str| -> Result<Option<String>, ApiError> {
         if method == Method::POST && !body.iter().all(u8::is_ascii_whitespace) {
             let v = parse_json_body(&body)?;
             Ok(v.get(name).and_then(Json::as_str).map(str::to_string))
@@ -348,7 +348,7 @@ pub(crate) async fn rename(req: Request<Incoming>, shared: &Shared) -> Resp {
                 break;
             }
             Ok(None) => {}
-            Err(resp) => return resp,
+            Err(e) => return e.into(),
         }
     }
     let Some((kind, old)) = target else {
@@ -357,7 +357,7 @@ pub(crate) async fn rename(req: Request<Incoming>, shared: &Shared) -> Resp {
     let new = match field("name") {
         Ok(Some(n)) => n,
         Ok(None) => return fail("Missing the new name"),
-        Err(resp) => return resp,
+        Err(e) => return e.into(),
     };
     let tsdb = shared.tsdb.clone();
     match tokio::task::block_in_place(|| tsdb.rename_uid(kind, &old, &new)) {

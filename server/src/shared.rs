@@ -1,0 +1,96 @@
+//! The state every connection shares, and running storage writes from async workers.
+
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+
+/// State shared by every connection.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    /// The storage.
+    pub(crate) tsdb: strata_tsdb::Tsdb,
+    /// How put lines and bodies are parsed.
+    pub(crate) parse: strata_ingest::ParseConfig,
+    /// Flips to true when the server starts shutting down.
+    pub(crate) shutdown: watch::Receiver<bool>,
+    /// Prometheus counters, shown at `/metrics` and in `/api/stats`.
+    pub(crate) metrics: Metrics,
+    /// The host name `/api/stats` and telnet `stats` tag their records with.
+    pub(crate) host: String,
+    /// The series remote write has resolved, by their encoded labels.
+    pub(crate) remote_write_series: strata_ingest::KnownSeries,
+    /// The series the line protocol has resolved, by series section and field key.
+    pub(crate) influx_series: strata_ingest::KnownSeries,
+}
+
+#[cfg(test)]
+impl Shared {
+    /// The state of a server over `tsdb` with the default settings, for tests, and the sender
+    /// that would shut it down (dropping it counts as a shutdown).
+    pub(crate) fn for_test(
+        tsdb: strata_tsdb::Tsdb,
+    ) -> anyhow::Result<(std::sync::Arc<Shared>, watch::Sender<bool>)> {
+        let (keep, shutdown) = watch::channel(false);
+        let shared = std::sync::Arc::new(Shared {
+            config: Config::resolve(&crate::config::ServeArgs::default())?,
+            tsdb,
+            parse: strata_ingest::ParseConfig::new(),
+            shutdown,
+            metrics: Metrics::new()?,
+            host: "test".into(),
+            remote_write_series: strata_ingest::KnownSeries::new(),
+            influx_series: strata_ingest::KnownSeries::new(),
+        });
+        Ok((shared, keep))
+    }
+}
+
+/// Runs `work` as a task beside a probe task that counts its own turns, on a runtime with
+/// one worker thread, and returns what `work` gave and how many turns the probe had while it
+/// ran. Both are spawned, so they share the worker (a test's own body runs on another
+/// thread): the count is 0 when `work` kept the worker throughout.
+#[cfg(test)]
+pub(crate) async fn turns_beside<T: Send + 'static>(
+    work: impl std::future::Future<Output = T> + Send + 'static,
+) -> anyhow::Result<(T, u64)> {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let (turns, done) = (
+        std::sync::Arc::new(AtomicU64::new(0)),
+        std::sync::Arc::new(AtomicBool::new(false)),
+    );
+    let probe = tokio::spawn({
+        let (turns, done) = (turns.clone(), done.clone());
+        async move {
+            while !done.load(Ordering::Acquire) {
+                turns.fetch_add(1, Ordering::Relaxed);
+                tokio::task::yield_now().await;
+            }
+        }
+    });
+    let work = tokio::spawn({
+        let turns = turns.clone();
+        async move {
+            let before = turns.load(Ordering::Relaxed);
+            let out = work.await;
+            let during = turns.load(Ordering::Relaxed) - before;
+            done.store(true, Ordering::Release);
+            (out, during)
+        }
+    });
+    let out = work.await?;
+    probe.await?;
+    Ok(out)
+}
+
+/// Runs `write`, a write to `tsdb`, on an async worker: in place, unless the write will wait
+/// (an fsync, a write stall), when the worker's other connections are first handed to another
+/// thread. Handing over costs CPU on every write, so it is kept for the writes that wait.
+pub(crate) fn write_in_place<T>(tsdb: &strata_tsdb::Tsdb, write: impl FnOnce() -> T) -> T {
+    if tsdb.write_may_block() {
+        tokio::task::block_in_place(write)
+    } else {
+        write()
+    }
+}
