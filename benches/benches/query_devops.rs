@@ -161,7 +161,7 @@ fn build(p: &Params, dir: &Path) -> anyhow::Result<()> {
     }
     let rows = tsdb.rowcompact_all()?;
     tsdb.flush()?;
-    tsdb.engine().compact_all()?;
+    tsdb.compact_all()?;
     tsdb.sync()?;
     eprintln!(
         "query/devops: {total} points, {} rows compacted, built in {:.0} s",
@@ -328,7 +328,7 @@ fn bench_devops(c: &mut Criterion) {
             p.hosts as u64 * 360 * hours.min(p.hours) as u64,
         ));
         group.bench_function(BenchmarkId::new(name, format!("{}h", p.hours)), |b| {
-            b.iter(|| tsdb.read_series(&ids, ws, end_ms + 3_600_000))
+            b.iter(|| tsdb.read(&strata_tsdb::ReadRequest::ids(&ids, ws, end_ms + 3_600_000)))
         });
     }
     group.finish();

@@ -701,17 +701,21 @@ fn read_chunk(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Processed>> 
     // memory at a time (a 24 h read of 200 series is 1.7 M points).
     let hours = stage.request_series_hours;
     if reads_columns(stage.sp) {
-        stage
-            .tsdb
-            .read_series_columns_each_in(ids, ws, we, hours, |s| {
+        stage.tsdb.read_columns_each(
+            &strata_tsdb::ReadRequest::ids(ids, ws, we).in_request(hours),
+            |s| {
                 out.extend(process_columns(stage, s)?);
                 Ok::<(), Error>(())
-            })?;
+            },
+        )?;
     } else {
-        stage.tsdb.read_series_each_in(ids, ws, we, hours, |s| {
-            out.extend(process_series(stage, s, &mut scratch)?);
-            Ok::<(), Error>(())
-        })?;
+        stage.tsdb.read_each(
+            &strata_tsdb::ReadRequest::ids(ids, ws, we).in_request(hours),
+            |s| {
+                out.extend(process_series(stage, s, &mut scratch)?);
+                Ok::<(), Error>(())
+            },
+        )?;
     }
     stage.deadline.check()?;
     Ok(out)

@@ -772,9 +772,9 @@ fn a_large_query_of_small_sub_queries_leaves_the_cache_as_it_is() {
             assert_eq!(status, 200);
         };
         run();
-        let before = db.engine().stats().cache_misses;
+        let before = db.engine_stats().cache_misses;
         run();
-        db.engine().stats().cache_misses - before
+        db.engine_stats().cache_misses - before
     };
     let window = format!("start={T}&end={}", T + 3599);
     // One sub-query of 60 series: cached.
