@@ -26,7 +26,7 @@ use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use strata_tsdb::Tsdb;
 
-use crate::endpoint::{QueryMethod, parse_request_method};
+use crate::endpoint::{QueryMethod, parse_request};
 use crate::error::{Error, Result};
 use crate::exec::{ResultGroup, execute_with_limits};
 use crate::model::QueryLimits;
@@ -64,7 +64,7 @@ pub fn export_parquet<W: Write + Send>(
     limits: &QueryLimits,
     writer: W,
 ) -> Result<ExportSummary> {
-    let q = parse_request_method(method, query_string, body)?;
+    let q = parse_request(method, query_string, body)?;
     let results = execute_with_limits(tsdb, &q, now_ms, limits)?;
     write_parquet(&results, writer)
 }

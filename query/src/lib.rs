@@ -41,8 +41,8 @@ pub use aggregator::{Aggregator, Estimator, Interpolation, aggregator_names};
 pub use arrow::{ARROW_SERIES_METADATA, ARROW_STREAM_CONTENT_TYPE, render_arrow};
 pub use downsample::{CalendarUnit, DownsampleSpec, FillPolicy, Interval, downsample};
 pub use endpoint::{
-    JSON_CONTENT_TYPE, QueryMethod, QueryRequest, QueryResponse, handle_query, handle_query_method,
-    handle_query_request, handle_query_request_offloaded, parse_request, parse_request_method,
+    JSON_CONTENT_TYPE, QueryMethod, QueryRequest, QueryResponse, handle_query, parse_request,
+    run_inline,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use exec::{ResultGroup, execute, execute_with_limits};

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value as Json, json};
-use strata_query::{QueryLimits, QueryMethod, handle_query, handle_query_method};
+use strata_query::{QueryLimits, QueryMethod};
+
+use crate::answer;
 use strata_tsdb::{PointRef, Tsdb, TsdbOptions, Value};
 
 /// 2013-01-01T00:00:00Z in seconds.
@@ -68,7 +70,18 @@ impl TempTsdb {
     }
 
     fn run(&self, post: bool, qs: &str, body: &[u8], limits: &QueryLimits) -> (u16, String) {
-        let (status, body) = handle_query(self.tsdb(), post, qs, body, NOW_MS, limits);
+        let (status, body) = answer(
+            self.tsdb(),
+            if post {
+                QueryMethod::Post
+            } else {
+                QueryMethod::Get
+            },
+            qs,
+            body,
+            NOW_MS,
+            limits,
+        );
         (status, String::from_utf8(body).expect("utf-8"))
     }
 }
@@ -497,10 +510,9 @@ fn limits_are_413_and_delete_needs_permission() {
     assert_eq!((status, after.as_str()), (200, "[]"));
     // The DELETE verb with the query-string form.
     let db = grouped();
-    let (status, body) =
-        handle_query_method(db.tsdb(), QueryMethod::Delete, &qs, b"", NOW_MS, &allow);
+    let (status, body) = answer(db.tsdb(), QueryMethod::Delete, &qs, b"", NOW_MS, &allow);
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    let (status, body) = handle_query_method(
+    let (status, body) = answer(
         db.tsdb(),
         QueryMethod::Delete,
         &qs,
@@ -680,7 +692,7 @@ fn none_returns_each_point_with_its_own_type() {
 #[test]
 fn heavy_queries_are_offloaded_light_ones_are_not() {
     use std::cell::Cell;
-    use strata_query::{QueryRequest, handle_query_request_offloaded};
+    use strata_query::{QueryRequest, handle_query};
     let db = grouped();
     let offloaded = Cell::new(0);
     let offload = |work: &mut dyn FnMut()| {
@@ -696,8 +708,8 @@ fn heavy_queries_are_offloaded_light_ones_are_not() {
             body: b"",
             now_ms: NOW_MS,
         };
-        let r = handle_query_request_offloaded(db.tsdb(), &request, limits, &offload);
-        let inline = handle_query_method(db.tsdb(), method, query_string, b"", NOW_MS, limits);
+        let r = handle_query(db.tsdb(), &request, limits, &offload);
+        let inline = answer(db.tsdb(), method, query_string, b"", NOW_MS, limits);
         assert_eq!((r.status, r.body), inline);
         offloaded.get() - before
     };
@@ -768,7 +780,14 @@ fn a_large_query_of_small_sub_queries_leaves_the_cache_as_it_is() {
     let misses_of_second_run = |qs: &str| {
         let db = open();
         let run = || {
-            let (status, _) = handle_query(&db, false, qs, b"", NOW_MS, &QueryLimits::default());
+            let (status, _) = answer(
+                &db,
+                QueryMethod::Get,
+                qs,
+                b"",
+                NOW_MS,
+                &QueryLimits::default(),
+            );
             assert_eq!(status, 200);
         };
         run();
