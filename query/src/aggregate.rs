@@ -1,11 +1,13 @@
-//! Cross-series aggregation with interpolation (§e.8).
+//! Cross-series aggregation with interpolation (OpenTSDB docs: `user_guide/query/aggregators
+//! (interpolation)`).
 //!
-//! The output timestamps are the union of the series' timestamps. A series contributes only from its
-//! first to its last point (no extrapolation). At a timestamp where it has no point, its value comes
-//! from the aggregator's interpolation (LERP, zero, type max/min, previous), except for rate series,
-//! which contribute their previous rate. Strata differences: values keep their type, functions over
-//! integers are exact and LERP has no integer truncation (exceptions #4 and #14, see `num.rs`); a
-//! rate series has no seed value before its first real rate, so it is left out there (exception #3).
+//! The output timestamps are the union of the series' timestamps. A series contributes only from
+//! its first to its last point (no extrapolation). At a timestamp where it has no point, its value
+//! comes from the aggregator's interpolation (LERP, zero, type max/min, previous), except for rate
+//! series, which contribute their previous rate. Strata differences: values keep their type,
+//! functions over integers are exact and LERP has no integer truncation (`docs/compat.md` #4 and
+//! #14, see `num.rs`); a rate series has no seed value before its first real rate, so it is left
+//! out there (`docs/compat.md` #3).
 
 use crate::aggregator::{Aggregator, Interpolation};
 use crate::num::{ExactSum, Num, Point};

@@ -1,15 +1,17 @@
-//! The 35 OpenTSDB aggregators (§e.3): name, function and interpolation kind.
+//! The 35 OpenTSDB aggregators (OpenTSDB docs: `user_guide/query/aggregators`): name, function and
+//! interpolation kind.
 //!
 //! [`Aggregator::apply`] computes in `f64`, as OpenTSDB's double path does, with no integer
-//! truncation (exception #4). [`Aggregator::apply_nums`] takes values that kept their type and
-//! is exact over integers (exception #14, see `num.rs`). One difference of OpenTSDB's integer
-//! path is kept: the `ep*r3`/`ep*r7` percentiles use the estimator when every input is
-//! an integer (no downsample, no rate), else the LEGACY one.
+//! truncation (`docs/compat.md` #4). [`Aggregator::apply_nums`] takes values that kept their type
+//! and is exact over integers (`docs/compat.md` #14, see `num.rs`). One difference of OpenTSDB's
+//! integer path is kept: the `ep*r3`/`ep*r7` percentiles use the estimator when every input
+//! is an integer (no downsample, no rate), else the LEGACY one.
 
 use crate::error::{Error, Result};
 use crate::num::{ExactSum, Extreme, Num};
 
-/// How a series that has no point at an output timestamp is given a value there (§e.8).
+/// How a series that has no point at an output timestamp is given a value there (OpenTSDB docs:
+/// `user_guide/query/aggregators (interpolation)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Interpolation {
     /// Linear interpolation between the series' neighbouring points.
@@ -168,8 +170,9 @@ impl Aggregator {
     /// Applies the function to `values` (in series order, or point order when downsampling).
     ///
     /// `int_path` says every input was an integer (no downsample, no rate); it only selects the
-    /// `ep*` estimators. NaN inputs are skipped except by `mult`, `first`, `last` and `diff`; with no
-    /// usable value the result is NaN. `None` behaves like `sum` (callers never aggregate with it).
+    /// `ep*` estimators. NaN inputs are skipped except by `mult`, `first`, `last` and `diff`; with
+    /// no usable value the result is NaN. `None` behaves like `sum` (callers never aggregate with
+    /// it).
     pub fn apply(self, values: &[f64], int_path: bool) -> f64 {
         let real = values.iter().copied().filter(|v| !v.is_nan());
         let empty = values.iter().all(|v| v.is_nan());
@@ -294,7 +297,7 @@ pub(crate) fn percentile(sorted: &[f64], p: f64, estimator: Estimator) -> f64 {
 }
 
 impl Aggregator {
-    /// [`Aggregator::apply`] over values that keep their type (exception #14): with only
+    /// [`Aggregator::apply`] over values that keep their type (`docs/compat.md` #14): with only
     /// doubles it is `apply`, bit for bit. With integers among them, sums, `count`, `diff`,
     /// `mult` and `squareSum` are exact integer arithmetic (a double only past `i64`, or when a
     /// double is among the values), min, max, median, first, last and a percentile that falls
@@ -491,7 +494,7 @@ mod tests {
         assert_eq!(agg("diff").apply(&v, false), 4.0); // 8-4
         assert_eq!(agg("first").apply(&v, false), 4.0);
         assert_eq!(agg("last").apply(&v, false), 8.0);
-        // avg with no truncation on integer inputs: (1+2)/2 = 1.5 (exception #4)
+        // avg with no truncation on integer inputs: (1+2)/2 = 1.5 (`docs/compat.md` #4)
         assert_eq!(agg("avg").apply(&[1.0, 2.0], true), 1.5);
     }
 

@@ -1,10 +1,12 @@
-//! Downsampling one series (§e.4): spec parsing, epoch-aligned fixed buckets, calendar buckets in a
-//! time zone, the `all` interval, and the fill policies.
+//! Downsampling one series (OpenTSDB docs: `user_guide/query/downsampling`): spec parsing,
+//! epoch-aligned fixed buckets, calendar buckets in a time zone, the `all` interval, and the fill
+//! policies.
 //!
-//! Strata differences (spec README exceptions): only points inside `[start, end]` (inclusive) are
-//! aggregated, for every interval including `all` (#8). Kept from OpenTSDB: buckets align to the epoch
-//! (or to civil time for calendar intervals), a bucket is reported at its start, and a bucket starting
-//! before `start` is not emitted, so the points of a partial first bucket are dropped (§e.4 "edges").
+//! Strata differences (`docs/compat.md`): only points inside `[start, end]` (inclusive) are
+//! aggregated, for every interval including `all` (`docs/compat.md` #8). Kept from OpenTSDB:
+//! buckets align to the epoch (or to civil time for calendar intervals), a bucket is reported at
+//! its start, and a bucket starting before `start` is not emitted, so the points of a partial first
+//! bucket are dropped (OpenTSDB docs: `user_guide/query/downsampling`).
 
 use chrono_tz::Tz;
 
@@ -218,7 +220,7 @@ fn parse_interval(text: &str, use_calendar: bool) -> Result<Interval> {
 /// Downsamples one series (points sorted by time) over the query range `[start, end]` (ms).
 ///
 /// A bucket's value is what [`Aggregator::apply_nums`] gives over its points, so integers stay
-/// exact (exception #14). Buckets are reported at their start; only bucket starts in
+/// exact (`docs/compat.md` #14). Buckets are reported at their start; only bucket starts in
 /// `[start, end]` are emitted, and only points in `[start, end]` are aggregated. With a fill policy
 /// other than `none`, every bucket start in `[start, end]` is emitted, empty ones as NaN (`nan`,
 /// `null`) or zero (`zero`: `0` in a series of integers, else `0.0`), provided the series has at
@@ -402,7 +404,7 @@ pub(crate) fn downsample_all_folding<T>(
 /// [`edge_buckets`] gives are placed around the emitted ones. A series that mixes integers and
 /// doubles goes through those two as pairs. Returns false, having done nothing, for any other
 /// spec. Gives exactly what those two give (a test compares them); it exists because the
-/// generic path costs about 2 ns a point, most of a long query's time.
+/// generic path's work per point is most of a long query's time.
 pub(crate) fn downsample_columns(
     cols: &PointColumns,
     spec: &DownsampleSpec,

@@ -4,7 +4,8 @@
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A time string (start, end, relative, absolute) could not be parsed (§e.1).
+    /// A time string (start, end, relative, absolute) could not be parsed (OpenTSDB docs:
+    /// `user_guide/query/dates`).
     #[error("{message}")]
     InvalidTime {
         /// The offending input, as given.
@@ -23,7 +24,8 @@ pub enum Error {
         /// Parsed end, ms.
         end_ms: i64,
     },
-    /// A duration (`1h`, `5m`, `500ms`) could not be parsed (§e.1).
+    /// A duration (`1h`, `5m`, `500ms`) could not be parsed (OpenTSDB docs:
+    /// `user_guide/query/dates`).
     #[error("{message}")]
     InvalidDuration {
         /// The offending input.
@@ -31,7 +33,7 @@ pub enum Error {
         /// OpenTSDB's full message, which names the input.
         message: String,
     },
-    /// A downsample specifier is malformed (§e.4).
+    /// A downsample specifier is malformed (OpenTSDB docs: `user_guide/query/downsampling`).
     #[error("{message}")]
     InvalidDownsample {
         /// The offending specifier.

@@ -1,5 +1,6 @@
-//! Query execution (§e.2): validate, resolve, read the scan window from the tsdb, then per series
-//! downsample → rate, group, aggregate with interpolation, and compute `tags`/`aggregateTags`.
+//! Query execution (OpenTSDB docs: `user_guide/query (order of operations)`): validate, resolve,
+//! read the scan window from the tsdb, then per series downsample → rate, group, aggregate with
+//! interpolation, and compute `tags`/`aggregateTags`.
 //!
 //! A sub-query over many series-hours splits its series over the available cores: each thread
 //! reads its share (`Tsdb::read_series`, its own snapshot) and runs the per-series stages on it;
@@ -94,7 +95,8 @@ impl From<strata_tsdb::Error> for Error {
     }
 }
 
-/// Aggregator names are case-sensitive, as in OpenTSDB (`SUM` is unknown, §e.3).
+/// Aggregator names are case-sensitive, as in OpenTSDB (`SUM` is unknown, OpenTSDB docs:
+/// `user_guide/query/aggregators`).
 fn find_aggregator(name: &str) -> Result<Aggregator> {
     if name.is_empty() {
         return Err(Error::bad_request("Missing the aggregation function"));
@@ -103,7 +105,8 @@ fn find_aggregator(name: &str) -> Result<Aggregator> {
         .map_err(|_| Error::bad_request(format!("No such aggregation function: {name}")))
 }
 
-/// Validates a query in OpenTSDB's order (§c.3) and de-duplicates identical sub-queries.
+/// Validates a query in OpenTSDB's order (OpenTSDB docs: `api_http/query`) and de-duplicates
+/// identical sub-queries.
 pub(crate) fn plan(q: &TsQuery, now_ms: i64) -> Result<Plan> {
     let tz = match q.timezone.as_deref().filter(|t| !t.is_empty()) {
         Some(name) => Tz::from_str(name)

@@ -1,7 +1,7 @@
 //! strata-query: the OpenTSDB query model, parsers, execution pipeline and query endpoints.
 //!
-//! The pure computational stages of the pipeline (§e of the spec), each a separate module over
-//! in-memory series `&[(i64 /* ts ms */, Num)]`:
+//! The pure computational stages of the pipeline (OpenTSDB docs: `user_guide/query`), each a
+//! separate module over in-memory series `&[(i64 /* ts ms */, Num)]`:
 //! `time` (start/end parsing) → `downsample` → `rate` → `aggregate` (cross-series, with the
 //! aggregator's interpolation), with `aggregator` defining the 35 aggregators and `groupby`
 //! partitioning series and computing `tags`/`aggregateTags`; `window` gives the range to read.

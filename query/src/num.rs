@@ -2,12 +2,12 @@
 //! exact arithmetic the stages use on it.
 //!
 //! Stages take and return series as `&[(i64 /* ts ms */, Num)]`. A point keeps the type it was
-//! written with and all its bits (exception #14). Over integers, sums are exact (an `i128`
+//! written with and all its bits (`docs/compat.md` #14). Over integers, sums are exact (an `i128`
 //! accumulator), and min, max, first, last and count pick or count values without converting
 //! them; a result that fits an `i64` is an integer, a sum past it a double. Floats are summed in
 //! order as doubles, as OpenTSDB does. Averages, deviations, percentiles and interpolated values
-//! are doubles, and become integers only when that is exact (exception #4). A rounded double is
-//! never labelled an integer.
+//! are doubles, and become integers only when that is exact (`docs/compat.md` #4). A rounded double
+//! is never labelled an integer.
 
 use std::cmp::Ordering;
 
@@ -53,7 +53,8 @@ impl Num {
 
     /// A double computed from values that were all integers (`int_inputs`): an `Int` only when
     /// it is integral and within 2^53, where no integer result can have been rounded to it from
-    /// a neighbour; otherwise a `Float` (exception #4: no truncation, integers only when exact).
+    /// a neighbour; otherwise a `Float` (`docs/compat.md` #4: no truncation, integers only when
+    /// exact).
     pub fn from_result(v: f64, int_inputs: bool) -> Num {
         if int_inputs && v.fract() == 0.0 && v.abs() <= EXACT_F64_INT {
             Num::Int(v as i64)
@@ -260,7 +261,7 @@ mod tests {
     #[test]
     fn from_result_only_exact_integers() {
         assert_eq!(Num::from_result(3.0, true), Num::Int(3));
-        // 301.5 stays a double: no truncation (exception #4).
+        // 301.5 stays a double: no truncation (`docs/compat.md` #4).
         assert_eq!(Num::from_result(301.5, true), Num::Float(301.5));
         assert_eq!(Num::from_result(3.0, false), Num::Float(3.0));
         assert!(matches!(Num::from_result(f64::NAN, true), Num::Float(v) if v.is_nan()));

@@ -1,10 +1,11 @@
-//! OpenTSDB's `/api/query` JSON (§c.3, §e.9) and error body (§c.1).
+//! OpenTSDB's `/api/query` JSON (OpenTSDB docs: `api_http/query`, `api_http/query (response)`) and
+//! error body (OpenTSDB docs: `api_http/index (errors)`).
 //!
 //! Written by hand so fields keep OpenTSDB's order and `dps` stays in ascending time order.
-//! Integers are JSON integers, doubles keep a fraction (`3.0`), NaN is the string `"NaN"` (or `null`
-//! with fill policy `null`); JSON has no infinity, so ±∞ are the strings `"Infinity"`/`"-Infinity"`.
-//! Strata difference (exception #5): without `msResolution` only the last point within each second
-//! is written, so keys are never duplicated.
+//! Integers are JSON integers, doubles keep a fraction (`3.0`), NaN is the string `"NaN"` (or
+//! `null` with fill policy `null`); JSON has no infinity, so ±∞ are the strings
+//! `"Infinity"`/`"-Infinity"`. Strata difference (`docs/compat.md` #5): without `msResolution` only
+//! the last point within each second is written, so keys are never duplicated.
 
 use std::borrow::Cow;
 use std::io::Write as _;

@@ -1,8 +1,9 @@
-//! Rate of change of one series (§e.5), per second, with OpenTSDB's counter options.
+//! Rate of change of one series (OpenTSDB docs: `api_http/query (rate options)`), per second, with
+//! OpenTSDB's counter options.
 //!
-//! Strata difference (exception #3): there is no seed rate against the point (0, 0). The first point
-//! of a series yields nothing, so a series has no value before its second point, and the aggregation
-//! stage leaves it out there.
+//! Strata difference (`docs/compat.md` #3): there is no seed rate against the point (0, 0). The
+//! first point of a series yields nothing, so a series has no value before its second point, and
+//! the aggregation stage leaves it out there.
 
 use crate::num::{Num, Point};
 
@@ -41,10 +42,10 @@ fn difference(a: Num, b: Num) -> f64 {
 
 /// Converts a series (sorted by time, unique timestamps) to its per-second rate.
 ///
-/// For consecutive points `(t0, v0), (t1, v1)` the output at `t1` is `(v1 − v0) / ((t1 − t0) / 1000)`.
-/// With `counter`, a decrease is a rollover: with `drop_resets` no value is produced at `t1` (the
-/// next rate starts from `t1`), otherwise the rate is `(counter_max − v0 + v1) / Δt`, replaced by 0.0
-/// when `reset_value > 0` and the rate exceeds it. Every output is a `Num::Float`.
+/// For consecutive points `(t0, v0), (t1, v1)` the output at `t1` is `(v1 − v0) / ((t1 − t0) /
+/// 1000)`. With `counter`, a decrease is a rollover: with `drop_resets` no value is produced at
+/// `t1` (the next rate starts from `t1`), otherwise the rate is `(counter_max − v0 + v1) / Δt`,
+/// replaced by 0.0 when `reset_value > 0` and the rate exceeds it. Every output is a `Num::Float`.
 pub fn rate(points: &[Point], options: &RateOptions) -> Vec<Point> {
     let mut out = Vec::with_capacity(points.len().saturating_sub(1));
     for pair in points.windows(2) {
@@ -181,7 +182,7 @@ mod tests {
 
     #[test]
     fn single_point_and_empty_give_nothing() {
-        // exception #3: no seed rate against (0, 0)
+        // `docs/compat.md` #3: no seed rate against (0, 0)
         assert!(rate(&ints(&[42]), &RateOptions::default()).is_empty());
         assert!(rate(&[], &RateOptions::default()).is_empty());
     }

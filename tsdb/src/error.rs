@@ -1,7 +1,8 @@
 //! The tsdb error type.
 //!
-//! Messages that clients match on are OpenTSDB 2.4's texts (spec §a.2, §a.3, §a.4, §b.3 step 8,
-//! §d.1), so the API layers can forward `to_string()` unchanged.
+//! Messages that clients match on are OpenTSDB 2.4's texts (those of its `Tags.validateString`,
+//! `IncomingDataPoints.checkMetricAndTags`, `TSDB.addPointInternal` and `UniqueId`), so the API
+//! layers can forward `to_string()` unchanged.
 
 use std::sync::Arc;
 
@@ -270,7 +271,8 @@ pub enum BlockError {
         /// What is wrong.
         what: &'static str,
     },
-    /// The caller's buffers are shorter than the block ([`decode_block_into`](crate::decode_block_into)).
+    /// The caller's buffers are shorter than the block
+    /// ([`decode_block_into`](crate::decode_block_into)).
     #[error("block has {needed} points, the buffers hold {available}")]
     BufferTooSmall {
         /// Points in the block.

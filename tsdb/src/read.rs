@@ -457,8 +457,7 @@ const KEEP_POINT_BUFFER: usize = 1 << 16;
 thread_local! {
     /// The point buffer of this thread's last read, kept for its next one: a fresh buffer of a
     /// few hundred kB per read is fresh memory from the OS each time (the allocator returns
-    /// freed memory within milliseconds), and zeroing its pages cost about 6 % of a 24 h
-    /// query over 200 series.
+    /// freed memory within milliseconds), whose pages the kernel zeroes again for every read.
     static POINT_BUFFER: std::cell::RefCell<Vec<(i64, Value)>> =
         const { std::cell::RefCell::new(Vec::new()) };
 

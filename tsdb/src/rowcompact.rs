@@ -1,4 +1,4 @@
-//! The row compactor: folds a closed hour's raw cells into one block cell (DESIGN §4).
+//! The row compactor: folds a closed hour's raw cells into one block cell (`FORMAT.md`).
 //!
 //! Its work list is the `d` markers of table `meta` (`meta.rs`), written with every data write.
 //! A pass walks the markers, takes the rows whose hour has closed
@@ -20,11 +20,10 @@
 //! A row with no raw cell only loses its marker. Passes are idempotent: a crash before a batch
 //! commits leaves its rows and markers as they were, and a committed batch is whole.
 //!
-//! Why batches: one lookup per row before the lock and two more under it, one WAL record and
-//! one lock round trip per row made 4,000 rows of the devops shape (1.44 M points) take 5 to
-//! 7 s; batched as above they take about 1.6 s (`benches/benches/tsdb_read.rs` prints it), most
-//! of it the engine reading the raw cells. A tombstone per folded raw cell also doubled the
-//! entries the engine had to write and later compact away; one row delete replaces them.
+//! Why batches: compacting row by row pays a lookup before the lock, two more under it, a WAL
+//! record and a lock round trip for every row; a batch pays the record and the round trip once,
+//! and reads its rows through one snapshot. One row delete replaces what would be a tombstone
+//! per folded raw cell, entries the engine would have to write and later compact away.
 
 use std::collections::HashSet;
 use std::sync::Arc;

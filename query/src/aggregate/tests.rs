@@ -38,7 +38,8 @@ fn run(name: &str, a: &[Point], b: &[Point]) -> Vec<Point> {
 fn sum_lerp_without_truncation() {
     let (a, b) = unaligned();
     // T+30: only A (B not started) = 1
-    // T+45: A lerp 1 + 15*(2-1)/30 = 1.5, + 300 = 301.5 (OpenTSDB truncates to 301; exception #4)
+    // T+45: A lerp 1 + 15*(2-1)/30 = 1.5, + 300 = 301.5 (OpenTSDB truncates to 301;
+    // `docs/compat.md` #4)
     // T+60: 2 + B lerp 299.5 = 301.5; T+75: 2.5 + 299 = 301.5; T+90: 3 + 298.5 = 301.5
     // T+105: A ended -> 298
     let expect = vec![
@@ -152,7 +153,7 @@ fn rate_series_use_previous_rate_and_no_seed() {
     // A rates 1.0 at T+60, 2.0 at T+90; B rates 10.0 at T+75, 20.0 at T+105.
     let a = floats(&[(60, 1.0), (90, 2.0)]);
     let b = floats(&[(75, 10.0), (105, 20.0)]);
-    // T+60: B has no rate yet -> left out (exception #3): 1.0
+    // T+60: B has no rate yet -> left out (`docs/compat.md` #3): 1.0
     // T+75: A previous rate 1.0 (no LERP) + 10 = 11; T+90: 2 + B previous 10 = 12; T+105: 20
     let out = aggregate(&[&a, &b], agg("sum"), true, true);
     assert_eq!(
@@ -163,8 +164,8 @@ fn rate_series_use_previous_rate_and_no_seed() {
 
 #[test]
 fn mixed_int_float_single_series() {
-    // Each point keeps its type (exception #14; OpenTSDB's `runMixedSingleTS` turns the 1 into
-    // a double because a double follows it).
+    // Each point keeps its type (`docs/compat.md` #14; OpenTSDB's `runMixedSingleTS` turns the 1
+    // into a double because a double follows it).
     let s = vec![
         (T, Num::Int(1)),
         (T + S, Num::Float(2.5)),

@@ -273,11 +273,12 @@ pub(super) fn int_sum(ints: &[i64]) -> i128 {
 ///
 /// OpenTSDB downsamples the whole scan window (whole hour rows around the query), computes rates
 /// and interpolates across series over it, and only then drops what lies outside `[start, end]`
-/// (§e.2 step 3, §e.8). So the first emitted rate is taken against the bucket before `start`, and
-/// a series without a bucket at some `t` near an edge is interpolated towards its bucket beyond
-/// the edge. Strata's emitted buckets aggregate only points in `[start, end]` (difference #8),
-/// but to give the same rates and interpolation it also computes, from `points` (sorted, the
-/// scan window):
+/// (OpenTSDB docs: `user_guide/query (order of operations)`, `user_guide/query/aggregators
+/// (interpolation)`). So the first emitted rate is taken against the bucket before `start`, and a
+/// series without a bucket at some `t` near an edge is interpolated towards its bucket beyond the
+/// edge. Strata's emitted buckets aggregate only points in `[start, end]` (`docs/compat.md` #8),
+/// but to give the same rates and interpolation it also computes, from `points` (sorted, the scan
+/// window):
 /// - `before`: the last non-empty bucket that starts before the first emitted bucket, over all
 ///   of its points;
 /// - `after`: the first non-empty bucket that starts after `end`, over all of its points.

@@ -184,7 +184,7 @@ fn bucket_functions_keep_integers_exact() {
 fn range_edges() {
     // start T+45s is inside bucket [T, T+60s): that partial bucket is not emitted, so the point at
     // T+50s (10) is dropped. T+90s -> bucket T+60s; T+150s -> T+120s; T+180s (= end) -> T+180s;
-    // T+185s is after end: excluded (exception #8), so bucket T+180s is 7, not 107.
+    // T+185s is after end: excluded (`docs/compat.md` #8), so bucket T+180s is 7, not 107.
     let pts = ints(&[
         (T + 30 * SEC, 1),
         (T + 50 * SEC, 10),
@@ -264,7 +264,7 @@ fn all_interval() {
         run(T + 100 * SEC, T + 200 * SEC),
         vec![(T + 100 * SEC, 15.0)]
     );
-    // end inclusive (exception #8): [T+90, T+180] -> 3+4+5+6 = 18
+    // end inclusive (`docs/compat.md` #8): [T+90, T+180] -> 3+4+5+6 = 18
     assert_eq!(run(T + 90 * SEC, T + 180 * SEC), vec![(T + 90 * SEC, 18.0)]);
     // nothing in range: nothing, even with a fill policy
     let fill = downsample(&pts, &spec("0all-sum-zero"), T, T + 10 * SEC, UTC).unwrap();

@@ -152,7 +152,7 @@ fn sum_of_unaligned_series_interpolates_linearly() {
     let (status, body) = db.get(&format!("{}&m=sum:sys.cpu.user", range()));
     assert_eq!(status, 200, "{body}");
     // T+30: only A (B not started); T+45..T+90: one real + one LERP value, 301.5 exactly
-    // (exception #4: no truncation to 301); T+105: only B (A ended).
+    // (`docs/compat.md` #4: no truncation to 301); T+105: only B (A ended).
     let expected = json!([{
         "metric": "sys.cpu.user",
         "tags": {"dc": "lga"},
@@ -326,7 +326,7 @@ fn arrays_ms_resolution_and_last_point_per_second() {
         )),
         "{body}"
     );
-    // Each point keeps its type (exception #14; OpenTSDB's `runMixedSingleTS` types the
+    // Each point keeps its type (`docs/compat.md` #14; OpenTSDB's `runMixedSingleTS` types the
     // integer before the double as a double).
     let (_, body) = db.get(&format!("{}&m=none:m&ms", range()));
     assert!(
@@ -614,7 +614,8 @@ fn grafana_request_bodies() {
 }
 
 /// A downsampled rate whose start is not on a bucket: the first emitted bucket's rate is taken
-/// against the bucket before `start`, as OpenTSDB does over its scan window (§e.2 step 3).
+/// against the bucket before `start`, as OpenTSDB does over its scan window (OpenTSDB docs:
+/// `user_guide/query (order of operations)`).
 #[test]
 fn downsampled_rate_has_a_value_in_the_first_bucket_after_an_unaligned_start() {
     let db = TempTsdb::new();
@@ -641,8 +642,9 @@ fn downsampled_rate_has_a_value_in_the_first_bucket_after_an_unaligned_start() {
 }
 
 /// A sparse series in a downsampled sum is interpolated between its buckets on either side of
-/// the range, as OpenTSDB interpolates over its scan window (§e.8), though none of its own
-/// buckets is in `[start, end]`.
+/// the range, as OpenTSDB interpolates over its scan window (OpenTSDB docs:
+/// `user_guide/query/aggregators (interpolation)`), though none of its own buckets is in `[start,
+/// end]`.
 #[test]
 fn downsampled_sum_interpolates_a_sparse_series_across_the_range_edges() {
     let db = TempTsdb::new();
@@ -665,7 +667,7 @@ fn downsampled_sum_interpolates_a_sparse_series_across_the_range_edges() {
 }
 
 /// A series passed through as it is (`none`) returns each point with the type it was written
-/// with (exception #14; OpenTSDB's `runMixedSingleTS` turns an integer followed by a double
+/// with (`docs/compat.md` #14; OpenTSDB's `runMixedSingleTS` turns an integer followed by a double
 /// into a double).
 #[test]
 fn none_returns_each_point_with_its_own_type() {
