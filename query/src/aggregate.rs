@@ -38,10 +38,10 @@ fn lerp_num(t: i64, (x0, y0): (i64, Num), (x1, y1): (i64, Num)) -> Num {
             && num % den == 0
         {
             // Between `a` and `b`, so it fits an i64.
-            return Num::from_i128(i128::from(a) + num / den);
+            return crate::num::from_i128(i128::from(a) + num / den);
         }
     }
-    Num::Float(lerp(t, (x0, y0.to_f64()), (x1, y1.to_f64())))
+    Num::Float(lerp(t, (x0, y0.as_f64()), (x1, y1.as_f64())))
 }
 
 /// A zero of the same type as `like`, for the ZIM interpolation.

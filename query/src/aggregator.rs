@@ -306,7 +306,7 @@ impl Aggregator {
     /// `int_path` does (OpenTSDB's integer path: no downsample, no rate, integers only).
     pub fn apply_nums(self, values: &[Num], int_estimators: bool) -> Num {
         if !values.iter().any(|v| v.is_int()) {
-            let floats: Vec<f64> = values.iter().map(|v| v.to_f64()).collect();
+            let floats: Vec<f64> = values.iter().map(|v| v.as_f64()).collect();
             return Num::Float(self.apply(&floats, false));
         }
         let all_int = values.iter().all(|v| v.is_int());
@@ -317,9 +317,9 @@ impl Aggregator {
             Aggregator::Last => values.last().copied().unwrap_or(nan),
             Aggregator::Diff => match (values.first(), values.last()) {
                 (Some(Num::Int(a)), Some(Num::Int(b))) => {
-                    Num::from_i128(i128::from(*b) - i128::from(*a))
+                    crate::num::from_i128(i128::from(*b) - i128::from(*a))
                 }
-                (Some(a), Some(b)) => Num::Float(b.to_f64() - a.to_f64()),
+                (Some(a), Some(b)) => Num::Float(b.as_f64() - a.as_f64()),
                 _ => nan,
             },
             Aggregator::Mult => {
@@ -329,10 +329,10 @@ impl Aggregator {
                         Num::Float(_) => None,
                     });
                     if let Some(p) = product {
-                        return Num::from_i128(p);
+                        return crate::num::from_i128(p);
                     }
                 }
-                Num::Float(values.iter().map(|v| v.to_f64()).product())
+                Num::Float(values.iter().map(|v| v.as_f64()).product())
             }
             Aggregator::Sum | Aggregator::ZimSum | Aggregator::PfSum | Aggregator::None => {
                 let mut s = ExactSum::default();
@@ -358,7 +358,7 @@ impl Aggregator {
                     }
                 }
                 if overflow {
-                    return Num::Float(real().map(|v| v.to_f64() * v.to_f64()).sum());
+                    return Num::Float(real().map(|v| v.as_f64() * v.as_f64()).sum());
                 }
                 s.sum()
             }
@@ -381,8 +381,8 @@ impl Aggregator {
                 s.mean()
             }
             Aggregator::Dev => {
-                let v = population_dev(real().map(Num::to_f64));
-                Num::from_result(v, all_int)
+                let v = population_dev(real().map(|v| v.as_f64()));
+                crate::num::from_result(v, all_int)
             }
             Aggregator::Median => {
                 let sorted = sorted_nums(real());
@@ -403,9 +403,9 @@ impl Aggregator {
                     None => nan,
                     Some((i, 0.0)) => sorted[i],
                     Some((i, frac)) => {
-                        let (lower, upper) = (sorted[i].to_f64(), sorted[i + 1].to_f64());
+                        let (lower, upper) = (sorted[i].as_f64(), sorted[i + 1].as_f64());
                         let both_int = sorted[i].is_int() && sorted[i + 1].is_int();
-                        Num::from_result(lower + frac * (upper - lower), both_int)
+                        crate::num::from_result(lower + frac * (upper - lower), both_int)
                     }
                 }
             }

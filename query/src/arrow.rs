@@ -94,7 +94,7 @@ pub fn render_arrow(q: &TsQuery, results: &[ResultGroup]) -> Result<Vec<u8>> {
         let values: Float64Array = points
             .iter()
             .map(|(_, v)| {
-                let f = v.to_f64();
+                let f = v.as_f64();
                 (!(r.nan_as_null && f.is_nan())).then_some(f)
             })
             .collect();

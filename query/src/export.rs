@@ -122,7 +122,7 @@ pub fn write_parquet<W: Write + Send>(results: &[ResultGroup], writer: W) -> Res
         columns.push(Arc::new(
             r.points
                 .iter()
-                .map(|(_, v)| v.to_f64())
+                .map(|(_, v)| v.as_f64())
                 .collect::<Float64Array>(),
         ));
         let ints: Int64Array = r

@@ -11,88 +11,30 @@
 
 use std::cmp::Ordering;
 
-/// A data point value.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Num {
-    /// A 64-bit signed integer value.
-    Int(i64),
-    /// A double value (may be NaN after fill policies).
-    Float(f64),
-}
+/// A data point value: tsdb's [`Value`](strata_tsdb::Value), under the name the stages use.
+pub use strata_tsdb::Value as Num;
 
 /// 2^53: every integer of at most this magnitude is exactly a double, and so is every double
 /// result of integer inputs that stays within it only if no step rounded.
 const EXACT_F64_INT: f64 = 9_007_199_254_740_992.0;
 
-impl Num {
-    /// The value as `f64` (integers beyond 2^53 round).
-    pub fn to_f64(self) -> f64 {
-        match self {
-            Num::Int(v) => v as f64,
-            Num::Float(v) => v,
-        }
-    }
-
-    /// Whether this is an integer value.
-    pub fn is_int(self) -> bool {
-        matches!(self, Num::Int(_))
-    }
-
-    /// Whether this is a NaN double.
-    pub fn is_nan(self) -> bool {
-        matches!(self, Num::Float(v) if v.is_nan())
-    }
-
-    /// An exact integer result: an `Int` when it fits an `i64`, else the nearest double.
-    pub fn from_i128(v: i128) -> Num {
-        match i64::try_from(v) {
-            Ok(i) => Num::Int(i),
-            Err(_) => Num::Float(v as f64),
-        }
-    }
-
-    /// A double computed from values that were all integers (`int_inputs`): an `Int` only when
-    /// it is integral and within 2^53, where no integer result can have been rounded to it from
-    /// a neighbour; otherwise a `Float` (`docs/compat.md` #4: no truncation, integers only when
-    /// exact).
-    pub fn from_result(v: f64, int_inputs: bool) -> Num {
-        if int_inputs && v.fract() == 0.0 && v.abs() <= EXACT_F64_INT {
-            Num::Int(v as i64)
-        } else {
-            Num::Float(v)
-        }
-    }
-
-    /// Orders two values by their exact numeric value (an integer against a double without
-    /// rounding either); `None` when one is NaN.
-    pub fn exact_cmp(self, other: Num) -> Option<Ordering> {
-        match (self, other) {
-            (Num::Int(a), Num::Int(b)) => Some(a.cmp(&b)),
-            (Num::Float(a), Num::Float(b)) => a.partial_cmp(&b),
-            (Num::Int(a), Num::Float(b)) => cmp_int_float(a, b),
-            (Num::Float(a), Num::Int(b)) => cmp_int_float(b, a).map(Ordering::reverse),
-        }
+/// An exact integer result: an `Int` when it fits an `i64`, else the nearest double.
+pub(crate) fn from_i128(v: i128) -> Num {
+    match i64::try_from(v) {
+        Ok(i) => Num::Int(i),
+        Err(_) => Num::Float(v as f64),
     }
 }
 
-/// `i` against `f`, exactly.
-fn cmp_int_float(i: i64, f: f64) -> Option<Ordering> {
-    // 2^63: doubles at or past it are beyond every i64.
-    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
-    if f.is_nan() {
-        return None;
-    }
-    if f >= TWO_63 {
-        return Some(Ordering::Less);
-    }
-    if f < -TWO_63 {
-        return Some(Ordering::Greater);
-    }
-    // |floor(f)| <= 2^63 here, so it converts to i128 exactly.
-    let whole = f.floor();
-    match i128::from(i).cmp(&(whole as i128)) {
-        Ordering::Equal if f > whole => Some(Ordering::Less),
-        o => Some(o),
+/// A double computed from values that were all integers (`int_inputs`): an `Int` only when it
+/// is integral and within 2^53, where no integer result can have been rounded to it from a
+/// neighbour; otherwise a `Float` (`docs/compat.md` #4: no truncation, integers only when
+/// exact).
+pub(crate) fn from_result(v: f64, int_inputs: bool) -> Num {
+    if int_inputs && v.fract() == 0.0 && v.abs() <= EXACT_F64_INT {
+        Num::Int(v as i64)
+    } else {
+        Num::Float(v)
     }
 }
 
@@ -161,7 +103,7 @@ impl ExactSum {
     pub(crate) fn sum(&self) -> Num {
         match (self.n_int, self.n_float) {
             (0, 0) => Num::Float(f64::NAN),
-            (_, 0) => Num::from_i128(self.ints),
+            (_, 0) => from_i128(self.ints),
             (0, _) => Num::Float(self.floats),
             _ => Num::Float(add_int_to_float(self.ints, self.floats)),
         }
@@ -172,7 +114,7 @@ impl ExactSum {
         let n = self.count();
         match (self.n_int, self.n_float) {
             (0, 0) => Num::Float(f64::NAN),
-            (_, 0) if self.ints % i128::from(n) == 0 => Num::from_i128(self.ints / i128::from(n)),
+            (_, 0) if self.ints % i128::from(n) == 0 => from_i128(self.ints / i128::from(n)),
             (_, 0) => Num::Float(self.ints as f64 / n as f64),
             (0, _) => Num::Float(self.floats / n as f64),
             _ => Num::Float(add_int_to_float(self.ints, self.floats) / n as f64),
@@ -260,18 +202,18 @@ mod tests {
 
     #[test]
     fn from_result_only_exact_integers() {
-        assert_eq!(Num::from_result(3.0, true), Num::Int(3));
+        assert_eq!(from_result(3.0, true), Num::Int(3));
         // 301.5 stays a double: no truncation (`docs/compat.md` #4).
-        assert_eq!(Num::from_result(301.5, true), Num::Float(301.5));
-        assert_eq!(Num::from_result(3.0, false), Num::Float(3.0));
-        assert!(matches!(Num::from_result(f64::NAN, true), Num::Float(v) if v.is_nan()));
-        assert_eq!(Num::from_result(1e300, true), Num::Float(1e300));
+        assert_eq!(from_result(301.5, true), Num::Float(301.5));
+        assert_eq!(from_result(3.0, false), Num::Float(3.0));
+        assert!(matches!(from_result(f64::NAN, true), Num::Float(v) if v.is_nan()));
+        assert_eq!(from_result(1e300, true), Num::Float(1e300));
         // Past 2^53 an integral double may be a rounded integer: it stays a double.
         assert_eq!(
-            Num::from_result(9_007_199_254_740_994.0, true),
+            from_result(9_007_199_254_740_994.0, true),
             Num::Float(9_007_199_254_740_994.0)
         );
-        assert_eq!(Num::Int(-4).to_f64(), -4.0);
+        assert_eq!(Num::Int(-4).as_f64(), -4.0);
     }
 
     #[test]
@@ -290,7 +232,7 @@ mod tests {
         assert_eq!(s.mean(), Num::Int(9_007_199_254_740_993));
         s.add(Num::Int(0));
         assert!(matches!(s.mean(), Num::Float(_)));
-        assert!(ExactSum::default().sum().to_f64().is_nan());
+        assert!(ExactSum::default().sum().as_f64().is_nan());
     }
 
     #[test]

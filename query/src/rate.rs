@@ -36,7 +36,7 @@ impl Default for RateOptions {
 fn difference(a: Num, b: Num) -> f64 {
     match (a, b) {
         (Num::Int(a), Num::Int(b)) => b.wrapping_sub(a) as f64,
-        _ => b.to_f64() - a.to_f64(),
+        _ => b.as_f64() - a.as_f64(),
     }
 }
 
@@ -65,7 +65,7 @@ pub fn rate(points: &[Point], options: &RateOptions) -> Vec<Point> {
                 (Num::Int(a), Num::Int(b)) => {
                     options.counter_max.wrapping_sub(a).wrapping_add(b) as f64
                 }
-                _ => options.counter_max as f64 - v0.to_f64() + v1.to_f64(),
+                _ => options.counter_max as f64 - v0.as_f64() + v1.as_f64(),
             };
             rollover = true;
         }

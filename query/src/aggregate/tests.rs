@@ -67,7 +67,7 @@ fn integral_lerp_stays_integer() {
 fn zim_max_min_prev_fills() {
     let (a, b) = unaligned();
     let vals =
-        |name: &str| -> Vec<f64> { run(name, &a, &b).iter().map(|p| p.1.to_f64()).collect() };
+        |name: &str| -> Vec<f64> { run(name, &a, &b).iter().map(|p| p.1.as_f64()).collect() };
     // zimsum: the missing series counts 0: 1, 0+300, 2+0, 0+299, 3+0, 298
     assert_eq!(vals("zimsum"), vec![1.0, 300.0, 2.0, 299.0, 3.0, 298.0]);
     assert!(run("zimsum", &a, &b).iter().all(|p| p.1.is_int()));
@@ -90,7 +90,7 @@ fn zim_max_min_prev_fills() {
 fn lerp_functions() {
     let (a, b) = unaligned();
     let vals =
-        |name: &str| -> Vec<f64> { run(name, &a, &b).iter().map(|p| p.1.to_f64()).collect() };
+        |name: &str| -> Vec<f64> { run(name, &a, &b).iter().map(|p| p.1.as_f64()).collect() };
     // pairs per timestamp: (1), (1.5,300), (2,299.5), (2.5,299), (3,298.5), (298)
     assert_eq!(vals("max"), vec![1.0, 300.0, 299.5, 299.0, 298.5, 298.0]);
     assert_eq!(vals("min"), vec![1.0, 1.5, 2.0, 2.5, 3.0, 298.0]);
@@ -203,7 +203,7 @@ fn integer_sums_are_exact_past_2_pow_53_and_i64() {
         out[1],
         (
             T + 10 * S,
-            Num::from_i128(i128::from(i64::MAX) + 4_611_686_018_427_387_903)
+            crate::num::from_i128(i128::from(i64::MAX) + 4_611_686_018_427_387_903)
         )
     );
     // max and min pick the exact integer, not its rounded double.
@@ -279,11 +279,11 @@ mod prop {
                 prop_assert_eq!(*t, T + i as i64);
                 match (x, y) {
                     (Num::Int(x), Num::Int(y)) => {
-                        prop_assert_eq!(*got, Num::from_i128(i128::from(*x) + i128::from(*y)));
+                        prop_assert_eq!(*got, crate::num::from_i128(i128::from(*x) + i128::from(*y)));
                     }
                     _ => {
                         prop_assert!(!got.is_int());
-                        let (x, y) = (x.to_f64(), y.to_f64());
+                        let (x, y) = (x.as_f64(), y.as_f64());
                         let expect = match (x.is_nan(), y.is_nan()) {
                             (true, true) => f64::NAN,
                             (true, false) => y,
@@ -293,7 +293,7 @@ mod prop {
                         // Only a mixed pair's integer may be past 2^53 and keep bits a plain
                         // f64 sum loses: compare within the integer's rounding.
                         let tol = x.abs().max(y.abs()) * f64::EPSILON * 2.0;
-                        let g = got.to_f64();
+                        let g = got.as_f64();
                         prop_assert!(
                             (g.is_nan() && expect.is_nan()) || g == expect || (g - expect).abs() <= tol,
                             "{:?} + {:?} = {:?}", x, y, got

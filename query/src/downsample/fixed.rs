@@ -82,7 +82,7 @@ impl FixedFold {
         let bucket = |from: usize, to: usize| vals.get(from..to).unwrap_or_default();
         match self.fold {
             Fold::Sum => for_each_bucket(vals.len(), ts, self.width, |b, from, to| {
-                out.push((b, Num::from_i128(int_sum(bucket(from, to)))));
+                out.push((b, crate::num::from_i128(int_sum(bucket(from, to)))));
             }),
             Fold::Min => for_each_bucket(vals.len(), ts, self.width, |b, from, to| {
                 let min = bucket(from, to).iter().copied().min();

@@ -19,7 +19,7 @@ fn ints(points: &[(i64, i64)]) -> Vec<Point> {
 /// Output as (ts, f64) pairs, for the tests of where buckets fall (the tests of value types
 /// compare `Num`s).
 fn floats(out: Vec<Point>) -> Vec<(i64, f64)> {
-    out.into_iter().map(|(t, v)| (t, v.to_f64())).collect()
+    out.into_iter().map(|(t, v)| (t, v.as_f64())).collect()
 }
 
 fn ms(tz: Tz, y: i32, mo: u32, d: u32, h: u32) -> i64 {
@@ -144,7 +144,7 @@ fn bucket_functions_keep_integers_exact() {
     assert_eq!(run("1m-max"), ints(&[(T, 6)]));
     let dev = run("1m-dev")[0].1;
     assert!(!dev.is_int());
-    assert!((dev.to_f64() - (14.0f64 / 3.0).sqrt()).abs() < 1e-12);
+    assert!((dev.as_f64() - (14.0f64 / 3.0).sqrt()).abs() < 1e-12);
     // {1,2}: avg 1.5, not truncated
     let two = ints(&[(T, 1), (T + SEC, 2)]);
     assert_eq!(
@@ -479,7 +479,7 @@ mod prop {
             let expect: f64 = pts
                 .iter()
                 .filter(|(t, _)| *t >= first && *t <= end)
-                .map(|(_, v)| v.to_f64())
+                .map(|(_, v)| v.as_f64())
                 .sum();
             let got: f64 = out.iter().map(|(_, v)| v).sum();
             prop_assert_eq!(got, expect);
@@ -581,7 +581,7 @@ mod fold_prop {
             prop_assert_eq!(got.len(), 1);
             prop_assert_eq!(bits(got[0].1), bits(function.apply_nums(&points.iter().map(|p| p.1).collect::<Vec<_>>(), false)));
             if points.iter().all(|p| !p.1.is_int()) {
-                let values: Vec<f64> = points.iter().map(|p| p.1.to_f64()).collect();
+                let values: Vec<f64> = points.iter().map(|p| p.1.as_f64()).collect();
                 prop_assert_eq!(bits(got[0].1), (false, function.apply(&values, false).to_bits()));
             }
         }
