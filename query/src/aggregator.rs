@@ -8,7 +8,8 @@
 //! is an integer (no downsample, no rate), else the LEGACY one.
 
 use crate::error::{Error, Result};
-use crate::num::{ExactSum, Extreme, Num};
+use crate::num::{ExactSum, Extreme};
+use strata_tsdb::Value;
 
 /// How a series that has no point at an output timestamp is given a value there (OpenTSDB docs:
 /// `user_guide/query/aggregators (interpolation)`).
@@ -304,35 +305,35 @@ impl Aggregator {
     /// on a value return that value as it was given, and the mean is an integer only when the
     /// division is exact. `int_estimators` selects the `ep*` estimators, as `apply`'s
     /// `int_path` does (OpenTSDB's integer path: no downsample, no rate, integers only).
-    pub fn apply_nums(self, values: &[Num], int_estimators: bool) -> Num {
+    pub fn apply_nums(self, values: &[Value], int_estimators: bool) -> Value {
         if !values.iter().any(|v| v.is_int()) {
             let floats: Vec<f64> = values.iter().map(|v| v.as_f64()).collect();
-            return Num::Float(self.apply(&floats, false));
+            return Value::Float(self.apply(&floats, false));
         }
         let all_int = values.iter().all(|v| v.is_int());
         let real = || values.iter().copied().filter(|v| !v.is_nan());
-        let nan = Num::Float(f64::NAN);
+        let nan = Value::Float(f64::NAN);
         match self {
             Aggregator::First => values.first().copied().unwrap_or(nan),
             Aggregator::Last => values.last().copied().unwrap_or(nan),
             Aggregator::Diff => match (values.first(), values.last()) {
-                (Some(Num::Int(a)), Some(Num::Int(b))) => {
+                (Some(Value::Int(a)), Some(Value::Int(b))) => {
                     crate::num::from_i128(i128::from(*b) - i128::from(*a))
                 }
-                (Some(a), Some(b)) => Num::Float(b.as_f64() - a.as_f64()),
+                (Some(a), Some(b)) => Value::Float(b.as_f64() - a.as_f64()),
                 _ => nan,
             },
             Aggregator::Mult => {
                 if all_int {
                     let product = values.iter().try_fold(1i128, |acc, v| match v {
-                        Num::Int(i) => acc.checked_mul(i128::from(*i)),
-                        Num::Float(_) => None,
+                        Value::Int(i) => acc.checked_mul(i128::from(*i)),
+                        Value::Float(_) => None,
                     });
                     if let Some(p) = product {
                         return crate::num::from_i128(p);
                     }
                 }
-                Num::Float(values.iter().map(|v| v.as_f64()).product())
+                Value::Float(values.iter().map(|v| v.as_f64()).product())
             }
             Aggregator::Sum | Aggregator::ZimSum | Aggregator::PfSum | Aggregator::None => {
                 let mut s = ExactSum::default();
@@ -344,7 +345,7 @@ impl Aggregator {
                 let mut overflow = false;
                 for v in real() {
                     match v {
-                        Num::Int(i) => {
+                        Value::Int(i) => {
                             let sq = i128::from(i) * i128::from(i);
                             match s.ints.checked_add(sq) {
                                 Some(t) => {
@@ -354,11 +355,11 @@ impl Aggregator {
                                 None => overflow = true,
                             }
                         }
-                        Num::Float(f) => s.add(Num::Float(f * f)),
+                        Value::Float(f) => s.add(Value::Float(f * f)),
                     }
                 }
                 if overflow {
-                    return Num::Float(real().map(|v| v.as_f64() * v.as_f64()).sum());
+                    return Value::Float(real().map(|v| v.as_f64() * v.as_f64()).sum());
                 }
                 s.sum()
             }
@@ -370,9 +371,9 @@ impl Aggregator {
             Aggregator::Count => {
                 let n = real().count() as i64;
                 if all_int {
-                    Num::Int(n)
+                    Value::Int(n)
                 } else {
-                    Num::Float(n as f64)
+                    Value::Float(n as f64)
                 }
             }
             Aggregator::Avg => {
@@ -414,8 +415,8 @@ impl Aggregator {
 }
 
 /// Values in ascending exact order (no NaN among them).
-fn sorted_nums(values: impl Iterator<Item = Num>) -> Vec<Num> {
-    let mut v: Vec<Num> = values.collect();
+fn sorted_nums(values: impl Iterator<Item = Value>) -> Vec<Value> {
+    let mut v: Vec<Value> = values.collect();
     v.sort_by(|a, b| a.exact_cmp(*b).unwrap_or(std::cmp::Ordering::Equal));
     v
 }

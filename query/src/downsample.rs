@@ -14,7 +14,7 @@ use strata_tsdb::{PointColumns, Value, ValueColumn};
 
 use crate::aggregator::Aggregator;
 use crate::error::{Error, Result};
-use crate::num::{Num, Point};
+use crate::num::Point;
 use crate::time::parse_duration;
 
 mod buckets;
@@ -249,17 +249,17 @@ pub fn downsample(
 /// as scratch space, so a caller can run it over many series without allocating per series or
 /// per bucket.
 pub(crate) fn downsample_into(
-    points: impl Iterator<Item = (i64, Num)>,
+    points: impl Iterator<Item = (i64, Value)>,
     spec: &DownsampleSpec,
     (start, end): (i64, i64),
     tz: Tz,
-    values: &mut Vec<Num>,
+    values: &mut Vec<Value>,
     out: &mut Vec<Point>,
 ) -> Result<()> {
     let fill_value = match spec.fill {
         FillPolicy::None => None,
-        FillPolicy::Nan | FillPolicy::Null => Some(Num::Float(f64::NAN)),
-        FillPolicy::Zero => Some(Num::Float(0.0)),
+        FillPolicy::Nan | FillPolicy::Null => Some(Value::Float(f64::NAN)),
+        FillPolicy::Zero => Some(Value::Float(0.0)),
         FillPolicy::Scalar => return Err(Error::UnsupportedFill),
     };
     let (mut any_point, mut all_int) = (false, true);
@@ -343,7 +343,7 @@ pub(crate) fn downsample_into(
     }
     // The zero of an integer series is an integer, so its buckets keep one type.
     if spec.fill == FillPolicy::Zero && all_int {
-        fill = Num::Int(0);
+        fill = Value::Int(0);
     }
     // Refuse before allocating (nominal widths; calendar months and DST days vary a little).
     if let Some(width) = spec.interval.nominal_ms().filter(|w| *w > 0) {
@@ -390,7 +390,7 @@ pub(crate) fn downsample_into(
 /// their own fast path over columns, [`downsample_columns`].
 pub(crate) fn downsample_all_folding<T>(
     points: &[T],
-    at: impl Fn(&T) -> (i64, Num),
+    at: impl Fn(&T) -> (i64, Value),
     spec: &DownsampleSpec,
     range: (i64, i64),
     out: &mut Vec<Point>,
@@ -417,7 +417,7 @@ pub(crate) fn downsample_columns(
     };
     let ts = cols.ts();
     if let ValueColumn::Mixed(v) = cols.values() {
-        let points: Vec<Point> = ts.iter().zip(v).map(|(t, v)| (*t, to_num(*v))).collect();
+        let points: Vec<Point> = ts.iter().zip(v).map(|(t, v)| (*t, *v)).collect();
         let mut values = Vec::new();
         let (before, after) = edge_buckets(&points, |p| *p, spec, (start, end), tz, &mut values);
         out.extend(before);
@@ -438,7 +438,7 @@ pub(crate) fn downsample_columns(
     // them.
     let outside: Vec<Point> = (0..lo)
         .chain(hi..ts.len())
-        .filter_map(|i| cols.get(i).map(|(t, v)| (t, to_num(v))))
+        .filter_map(|i| cols.get(i))
         .collect();
     let (before, after) = edge_buckets(&outside, |p| *p, spec, (start, end), tz, &mut Vec::new());
     out.extend(before);
@@ -453,14 +453,6 @@ pub(crate) fn downsample_columns(
     }
     out.extend(after);
     Ok(true)
-}
-
-/// The query-side value of a stored one.
-pub(crate) fn to_num(v: Value) -> Num {
-    match v {
-        Value::Int(i) => Num::Int(i),
-        Value::Float(f) => Num::Float(f),
-    }
 }
 
 /// Whether [`downsample_columns`] takes `spec`.

@@ -30,7 +30,7 @@ use crate::endpoint::{QueryMethod, parse_request};
 use crate::error::{Error, Result};
 use crate::exec::{ResultGroup, execute_with_limits};
 use crate::model::QueryLimits;
-use crate::num::Num;
+use strata_tsdb::Value;
 
 /// What an export wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -129,8 +129,8 @@ pub fn write_parquet<W: Write + Send>(results: &[ResultGroup], writer: W) -> Res
             .points
             .iter()
             .map(|(_, v)| match v {
-                Num::Int(i) => Some(*i),
-                Num::Float(_) => None,
+                Value::Int(i) => Some(*i),
+                Value::Float(_) => None,
             })
             .collect();
         summary.int_rows += (n - ints.null_count()) as u64;
@@ -150,7 +150,7 @@ mod tests {
     use arrow_array::Array;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-    fn group(metric: &str, tags: &[(&str, &str)], points: Vec<(i64, Num)>) -> ResultGroup {
+    fn group(metric: &str, tags: &[(&str, &str)], points: Vec<(i64, Value)>) -> ResultGroup {
         ResultGroup {
             query_index: 0,
             metric: metric.to_owned(),
@@ -180,9 +180,9 @@ mod tests {
             group(
                 "m",
                 &[("host", "a"), ("value", "x")],
-                vec![(1_000, Num::Int(1)), (2_000, Num::Int(-3))],
+                vec![(1_000, Value::Int(1)), (2_000, Value::Int(-3))],
             ),
-            group("m", &[("dc", "d1")], vec![(1_500, Num::Int(7))]),
+            group("m", &[("dc", "d1")], vec![(1_500, Value::Int(7))]),
         ];
         let mut out = Vec::new();
         let s = write_parquet(&results, &mut out)?;
@@ -233,9 +233,9 @@ mod tests {
             "m",
             &[],
             vec![
-                (1_000, Num::Int(9_007_199_254_740_993)),
-                (2_000, Num::Float(2.5)),
-                (3_000, Num::Int(i64::MIN)),
+                (1_000, Value::Int(9_007_199_254_740_993)),
+                (2_000, Value::Float(2.5)),
+                (3_000, Value::Int(i64::MIN)),
             ],
         )];
         let mut out = Vec::new();

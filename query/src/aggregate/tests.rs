@@ -10,14 +10,14 @@ fn agg(name: &str) -> Aggregator {
 fn ints(points: &[(i64, i64)]) -> Vec<Point> {
     points
         .iter()
-        .map(|&(t, v)| (T + t * S, Num::Int(v)))
+        .map(|&(t, v)| (T + t * S, Value::Int(v)))
         .collect()
 }
 
 fn floats(points: &[(i64, f64)]) -> Vec<Point> {
     points
         .iter()
-        .map(|&(t, v)| (T + t * S, Num::Float(v)))
+        .map(|&(t, v)| (T + t * S, Value::Float(v)))
         .collect()
 }
 
@@ -43,12 +43,12 @@ fn sum_lerp_without_truncation() {
     // T+60: 2 + B lerp 299.5 = 301.5; T+75: 2.5 + 299 = 301.5; T+90: 3 + 298.5 = 301.5
     // T+105: A ended -> 298
     let expect = vec![
-        (T + 30 * S, Num::Int(1)),
-        (T + 45 * S, Num::Float(301.5)),
-        (T + 60 * S, Num::Float(301.5)),
-        (T + 75 * S, Num::Float(301.5)),
-        (T + 90 * S, Num::Float(301.5)),
-        (T + 105 * S, Num::Int(298)),
+        (T + 30 * S, Value::Int(1)),
+        (T + 45 * S, Value::Float(301.5)),
+        (T + 60 * S, Value::Float(301.5)),
+        (T + 75 * S, Value::Float(301.5)),
+        (T + 90 * S, Value::Float(301.5)),
+        (T + 105 * S, Value::Int(298)),
     ];
     assert_eq!(run("sum", &a, &b), expect);
 }
@@ -167,10 +167,10 @@ fn mixed_int_float_single_series() {
     // Each point keeps its type (`docs/compat.md` #14; OpenTSDB's `runMixedSingleTS` turns the 1
     // into a double because a double follows it).
     let s = vec![
-        (T, Num::Int(1)),
-        (T + S, Num::Float(2.5)),
-        (T + 2 * S, Num::Int(9_007_199_254_740_993)),
-        (T + 3 * S, Num::Int(i64::MIN)),
+        (T, Value::Int(1)),
+        (T + S, Value::Float(2.5)),
+        (T + 2 * S, Value::Int(9_007_199_254_740_993)),
+        (T + 3 * S, Value::Int(i64::MIN)),
     ];
     for name in [
         "sum", "min", "max", "first", "last", "avg", "zimsum", "mimmax",
@@ -189,16 +189,16 @@ fn integer_sums_are_exact_past_2_pow_53_and_i64() {
         (20, i64::MIN),
     ]);
     let out = aggregate(&[&a, &b], agg("sum"), false, true);
-    assert_eq!(out[0], (T, Num::Int(i64::MAX)));
-    assert_eq!(out[1], (T + 10 * S, Num::Float(2.0 * i64::MAX as f64)));
-    assert_eq!(out[2], (T + 20 * S, Num::Float(i64::MIN as f64 - 3.0)));
+    assert_eq!(out[0], (T, Value::Int(i64::MAX)));
+    assert_eq!(out[1], (T + 10 * S, Value::Float(2.0 * i64::MAX as f64)));
+    assert_eq!(out[2], (T + 20 * S, Value::Float(i64::MIN as f64 - 3.0)));
     // The general path (unaligned: b lacks T+10) interpolates exactly and sums exactly too.
     let b = ints(&[
         (0, 4_611_686_018_427_387_903),
         (20, 4_611_686_018_427_387_903),
     ]);
     let out = aggregate(&[&a, &b], agg("sum"), false, true);
-    assert_eq!(out[0], (T, Num::Int(i64::MAX)));
+    assert_eq!(out[0], (T, Value::Int(i64::MAX)));
     assert_eq!(
         out[1],
         (
@@ -220,7 +220,7 @@ fn nan_inputs_are_skipped() {
     let b = floats(&[(0, 5.0), (60, f64::NAN), (120, f64::NAN)]);
     let out = aggregate(&[&a, &b], agg("sum"), false, true);
     assert_eq!(&out[..2], &floats(&[(0, 5.0), (60, 2.0)])[..]);
-    assert!(matches!(out[2], (t, Num::Float(v)) if t == T + 120 * S && v.is_nan()));
+    assert!(matches!(out[2], (t, Value::Float(v)) if t == T + 120 * S && v.is_nan()));
 }
 
 #[test]
@@ -240,12 +240,12 @@ mod prop {
     use proptest::prelude::*;
 
     /// Any integer, or a double (small, any bits, or NaN now and then).
-    fn any_num() -> impl Strategy<Value = Num> {
+    fn any_num() -> impl Strategy<Value = Value> {
         prop_oneof![
-            3 => any::<i64>().prop_map(Num::Int),
-            2 => (-1000i64..1000).prop_map(Num::Int),
-            2 => (-1e6f64..1e6).prop_map(Num::Float),
-            1 => any::<f64>().prop_map(Num::Float),
+            3 => any::<i64>().prop_map(Value::Int),
+            2 => (-1000i64..1000).prop_map(Value::Int),
+            2 => (-1e6f64..1e6).prop_map(Value::Float),
+            1 => any::<f64>().prop_map(Value::Float),
         ]
     }
 
@@ -278,7 +278,7 @@ mod prop {
             for ((t, got), (i, (x, y))) in out.iter().zip(values.iter().enumerate()) {
                 prop_assert_eq!(*t, T + i as i64);
                 match (x, y) {
-                    (Num::Int(x), Num::Int(y)) => {
+                    (Value::Int(x), Value::Int(y)) => {
                         prop_assert_eq!(*got, crate::num::from_i128(i128::from(*x) + i128::from(*y)));
                     }
                     _ => {
@@ -319,9 +319,9 @@ mod prop {
                         .map(|(i, r)| {
                             let (kind, v) = r[j];
                             let v = match kind {
-                                0 => Num::Float(f64::NAN),
-                                1 | 2 => Num::Int(v),
-                                _ => Num::Float(v as f64 / 4.0),
+                                0 => Value::Float(f64::NAN),
+                                1 | 2 => Value::Int(v),
+                                _ => Value::Float(v as f64 / 4.0),
                             };
                             (T + i as i64 * 1000, v)
                         })

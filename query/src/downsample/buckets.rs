@@ -6,8 +6,9 @@ use chrono_tz::Tz;
 
 use super::CalendarUnit;
 use crate::aggregator::Aggregator;
-use crate::num::{ExactSum, Extreme, Num};
+use crate::num::{ExactSum, Extreme};
 use crate::time::local_to_utc_ms;
+use strata_tsdb::Value;
 
 /// Bucket arithmetic: where the bucket holding `ts` starts, and where the next one starts.
 #[derive(Debug, Clone, Copy)]
@@ -150,8 +151,8 @@ pub(super) struct Bucket {
     /// Non-NaN values seen (for `count`), and whether a double was among all values.
     pub(super) real: u64,
     pub(super) any_float: bool,
-    pub(super) first: Num,
-    pub(super) last: Num,
+    pub(super) first: Value,
+    pub(super) last: Value,
     /// Any value seen.
     pub(super) any: bool,
 }
@@ -194,8 +195,8 @@ impl Bucket {
             extreme: Extreme::new(fold == Fold::Max),
             real: 0,
             any_float: false,
-            first: Num::Float(f64::NAN),
-            last: Num::Float(f64::NAN),
+            first: Value::Float(f64::NAN),
+            last: Value::Float(f64::NAN),
             any: false,
         }
     }
@@ -205,7 +206,7 @@ impl Bucket {
     }
 
     #[inline]
-    pub(super) fn push(&mut self, v: Num, values: &mut Vec<Num>) {
+    pub(super) fn push(&mut self, v: Value, values: &mut Vec<Value>) {
         match self.fold {
             Fold::Values => values.push(v),
             Fold::First => {
@@ -224,18 +225,18 @@ impl Bucket {
         self.any = true;
     }
 
-    pub(super) fn finish(&self, values: &[Num]) -> Num {
+    pub(super) fn finish(&self, values: &[Value]) -> Value {
         match self.fold {
             Fold::Values => self.function.apply_nums(values, false),
             Fold::First if self.any => self.first,
             Fold::Last if self.any => self.last,
-            Fold::First | Fold::Last => Num::Float(f64::NAN),
+            Fold::First | Fold::Last => Value::Float(f64::NAN),
             Fold::Sum => self.sum.sum(),
             Fold::Avg => self.sum.mean(),
             Fold::Min | Fold::Max => self.extreme.value(),
-            Fold::Count if self.real == 0 => Num::Float(f64::NAN),
-            Fold::Count if self.any_float => Num::Float(self.real as f64),
-            Fold::Count => Num::Int(self.real as i64),
+            Fold::Count if self.real == 0 => Value::Float(f64::NAN),
+            Fold::Count if self.any_float => Value::Float(self.real as f64),
+            Fold::Count => Value::Int(self.real as i64),
         }
     }
 }

@@ -5,7 +5,8 @@ use chrono_tz::Tz;
 
 use super::buckets::{Bucket, Buckets, Fold};
 use super::{DownsampleSpec, FillPolicy, Interval};
-use crate::num::{ExactSum, Num, Point};
+use crate::num::{ExactSum, Point};
+use strata_tsdb::Value;
 
 /// A fixed-interval downsample that folds each bucket as it goes: no fill, and a sum, zimsum,
 /// pfsum, min, mimmin, max, mimmax, count or avg.
@@ -48,7 +49,7 @@ impl FixedFold {
     ) {
         // One loop per fold, so each inner loop is a plain accumulation. Sums and means start
         // from the `-0.0` of `Iterator::sum`, as `Bucket` does.
-        let float = |value: Option<f64>| Num::Float(value.unwrap_or(f64::NAN));
+        let float = |value: Option<f64>| Value::Float(value.unwrap_or(f64::NAN));
         let bucket = |from: usize, to: usize| vals.get(from..to).unwrap_or_default();
         match self.fold {
             Fold::Sum => for_each_bucket(vals.len(), ts, self.width, |b, from, to| {
@@ -86,14 +87,14 @@ impl FixedFold {
             }),
             Fold::Min => for_each_bucket(vals.len(), ts, self.width, |b, from, to| {
                 let min = bucket(from, to).iter().copied().min();
-                out.push((b, min.map_or(Num::Float(f64::NAN), Num::Int)));
+                out.push((b, min.map_or(Value::Float(f64::NAN), Value::Int)));
             }),
             Fold::Max => for_each_bucket(vals.len(), ts, self.width, |b, from, to| {
                 let max = bucket(from, to).iter().copied().max();
-                out.push((b, max.map_or(Num::Float(f64::NAN), Num::Int)));
+                out.push((b, max.map_or(Value::Float(f64::NAN), Value::Int)));
             }),
             Fold::Count => for_each_bucket(vals.len(), ts, self.width, |b, from, to| {
-                out.push((b, Num::Int((to - from) as i64)));
+                out.push((b, Value::Int((to - from) as i64)));
             }),
             _ => for_each_bucket(vals.len(), ts, self.width, |b, from, to| {
                 let sum = ExactSum {
@@ -112,7 +113,7 @@ impl FixedFold {
 /// `last` look at one point only.
 pub(super) fn fold_all<T>(
     points: &[T],
-    at: &impl Fn(&T) -> (i64, Num),
+    at: &impl Fn(&T) -> (i64, Value),
     mut acc: Bucket,
     (start, end): (i64, i64),
     out: &mut Vec<Point>,
@@ -287,11 +288,11 @@ pub(super) fn int_sum(ints: &[i64]) -> i128 {
 /// `all` has no neighbours. Fill policies do not apply to these buckets.
 pub(crate) fn edge_buckets<T>(
     points: &[T],
-    at: impl Fn(&T) -> (i64, Num),
+    at: impl Fn(&T) -> (i64, Value),
     spec: &DownsampleSpec,
     (start, end): (i64, i64),
     tz: Tz,
-    values: &mut Vec<Num>,
+    values: &mut Vec<Value>,
 ) -> (Option<Point>, Option<Point>) {
     let buckets = match spec.interval {
         Interval::All => return (None, None),
@@ -305,7 +306,7 @@ pub(crate) fn edge_buckets<T>(
     if first < start {
         first = buckets.next(first);
     }
-    let whole_bucket = |b: i64, from: usize, values: &mut Vec<Num>| -> Point {
+    let whole_bucket = |b: i64, from: usize, values: &mut Vec<Value>| -> Point {
         let mut acc = Bucket::new(spec.function);
         values.clear();
         for p in &points[from..] {

@@ -11,11 +11,12 @@ use crate::aggregator::Aggregator;
 use crate::deadline::Deadline;
 use crate::downsample::{
     Interval, downsample_all_folding, downsample_columns, downsample_into, edge_buckets,
-    folds_by_columns, to_num,
+    folds_by_columns,
 };
 use crate::error::{Error, Result};
-use crate::num::{Num, Point};
+use crate::num::Point;
 use crate::rate::rate;
+use strata_tsdb::Value;
 
 /// One series after the per-series stages (downsample, rate), with what the later stages need.
 #[derive(Debug)]
@@ -260,7 +261,7 @@ pub(super) fn rate_and_finish<P>(
 pub(super) fn process_series(
     stage: &Stage<'_>,
     s: &mut strata_tsdb::SeriesPoints,
-    scratch: &mut Vec<Num>,
+    scratch: &mut Vec<Value>,
 ) -> Result<Option<Processed>> {
     let (plan, sp) = (stage.plan, stage.sp);
     if !takes(stage, &s.tags, s.points.is_empty())? {
@@ -272,7 +273,7 @@ pub(super) fn process_series(
             // The buckets beside the range feed rate and interpolation, as OpenTSDB's scan
             // window does; `run_sub` drops them after aggregation.
             let range = (plan.start_ms, plan.end_ms);
-            let at = |(t, v): &(i64, strata_tsdb::Value)| (*t, to_num(*v));
+            let at = |p: &(i64, Value)| *p;
             let (before, after) = edge_buckets(&s.points, at, ds, range, plan.tz, scratch);
             points.extend(before);
             if !downsample_all_folding(&s.points, at, ds, range, &mut points) {
@@ -287,7 +288,7 @@ pub(super) fn process_series(
             }
             points.extend(after);
         }
-        None => points.extend(s.points.iter().map(|(t, v)| (*t, to_num(*v)))),
+        None => points.extend_from_slice(&s.points),
     }
     let raw_points = s.points.len();
     Ok(Some(rate_and_finish(sp, s, raw_points, points)))
