@@ -1,5 +1,5 @@
 //! Latency of the five peer-benchmark queries (Q1–Q5 of `benches/peers/peers.py`, OpenTSDB
-//! dialect, exact JSON bodies) through `strata_query::handle_query_method`, over a devops-shaped
+//! dialect, exact JSON bodies) through `strata_query::handle_query`, over a devops-shaped
 //! data set: 200 hosts × 20 metrics at a 10 s interval, row-compacted and engine-compacted as the
 //! server's `POST /api/admin/compact` leaves it.
 //!
@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use strata_benches::{BASE_TS_MS, DEFAULT_SEED, Shape, series};
-use strata_query::{QueryLimits, QueryMethod, handle_query_method};
+use strata_query::{QueryLimits, QueryMethod, QueryRequest, handle_query, run_inline};
 use strata_tsdb::{PointRef, Tsdb, TsdbOptions};
 
 /// The server's allocator (`src/main.rs`), so that queries are measured as they run there.
@@ -161,7 +161,7 @@ fn build(p: &Params, dir: &Path) -> anyhow::Result<()> {
     }
     let rows = tsdb.rowcompact_all()?;
     tsdb.flush()?;
-    tsdb.engine().compact_all()?;
+    tsdb.compact_all()?;
     tsdb.sync()?;
     eprintln!(
         "query/devops: {total} points, {} rows compacted, built in {:.0} s",
@@ -279,14 +279,15 @@ fn bench_devops(c: &mut Criterion) {
     let mut group = c.benchmark_group("query/devops");
     group.sample_size(20);
     for (name, body, raw_points, expect) in queries(&p) {
-        let (status, out) = handle_query_method(
-            &tsdb,
-            QueryMethod::Post,
-            "",
-            body.as_bytes(),
-            now_ms,
-            &limits,
-        );
+        let (status, out) = {
+            let r = handle_query(
+                &tsdb,
+                &QueryRequest::new(QueryMethod::Post, "", body.as_bytes(), now_ms),
+                &limits,
+                &run_inline,
+            );
+            (r.status, r.body)
+        };
         assert_eq!(status, 200, "{name}: {}", String::from_utf8_lossy(&out));
         let got = shape(&out);
         // Q3's first rate has no previous bucket (compat exception 3): allow one point less.
@@ -301,14 +302,13 @@ fn bench_devops(c: &mut Criterion) {
         group.throughput(Throughput::Elements(raw_points));
         group.bench_function(BenchmarkId::new(name, format!("{}h", p.hours)), |b| {
             b.iter(|| {
-                handle_query_method(
+                let r = handle_query(
                     &tsdb,
-                    QueryMethod::Post,
-                    "",
-                    body.as_bytes(),
-                    now_ms,
+                    &QueryRequest::new(QueryMethod::Post, "", body.as_bytes(), now_ms),
                     &limits,
-                )
+                    &run_inline,
+                );
+                (r.status, r.body)
             })
         });
     }
@@ -328,7 +328,7 @@ fn bench_devops(c: &mut Criterion) {
             p.hosts as u64 * 360 * hours.min(p.hours) as u64,
         ));
         group.bench_function(BenchmarkId::new(name, format!("{}h", p.hours)), |b| {
-            b.iter(|| tsdb.read_series(&ids, ws, end_ms + 3_600_000))
+            b.iter(|| tsdb.read(&strata_tsdb::ReadRequest::ids(&ids, ws, end_ms + 3_600_000)))
         });
     }
     group.finish();

@@ -100,7 +100,7 @@ fn day_of_one_metric(dir: &std::path::Path) -> anyhow::Result<Tsdb> {
         t.elapsed().as_secs_f64()
     );
     db.flush()?;
-    db.engine().compact_all()?;
+    db.compact_all()?;
     Ok(db)
 }
 
@@ -140,14 +140,20 @@ fn bench_read(c: &mut Criterion) {
     ];
     let mut group = c.benchmark_group("tsdb/read");
     for (name, ids, end, expect) in cases {
-        let got: usize = match db.read_series(ids, start_ms, end) {
+        let got: usize = match db.read(&strata_tsdb::ReadRequest::ids(ids, start_ms, end)) {
             Ok(r) => r.iter().map(|s| s.points.len()).sum(),
             Err(e) => panic!("read: {e}"),
         };
         assert_eq!(got as u64, expect, "{name}");
         group.throughput(Throughput::Elements(expect));
         group.bench_function(BenchmarkId::new("read_series", name), |b| {
-            b.iter(|| db.read_series(black_box(ids), start_ms, end))
+            b.iter(|| {
+                db.read(&strata_tsdb::ReadRequest::ids(
+                    black_box(ids),
+                    start_ms,
+                    end,
+                ))
+            })
         });
     }
     group.finish();

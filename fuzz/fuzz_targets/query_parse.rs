@@ -11,8 +11,8 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use strata_query::{
-    Error, QueryLimits, QueryMethod, error_body, handle_query_request, parse_m, parse_query_string,
-    parse_request_method, parse_tsuid_param, validate_query,
+    Error, QueryLimits, QueryMethod, error_body, QueryRequest, handle_query, run_inline, parse_m, parse_query_string,
+    parse_request, parse_tsuid_param, validate_query,
 };
 use strata_tsdb::{Filter, FilterKind, PointRef, Tsdb, TsdbOptions, Tsuid, Value};
 
@@ -25,7 +25,7 @@ fn check_error_body(e: &Error) {
 }
 
 fn check_parse(method: QueryMethod, qs: &str, body: &[u8]) {
-    let q = match parse_request_method(method, qs, body) {
+    let q = match parse_request(method, qs, body) {
         Ok(q) => q,
         Err(e) => {
             assert!(
@@ -114,15 +114,7 @@ fn tsdb() -> &'static Tsdb {
 }
 
 fn check_endpoint(method: QueryMethod, qs: &str, body: &[u8]) {
-    let r = handle_query_request(
-        tsdb(),
-        method,
-        qs,
-        None,
-        body,
-        NOW_MS,
-        &QueryLimits::default(),
-    );
+    let r = handle_query(tsdb(), &QueryRequest { method: method, query_string: qs, accept: None, body: body, now_ms: NOW_MS }, &QueryLimits::default(), &run_inline);
     assert!(
         matches!(r.status, 200 | 400 | 408 | 413),
         "status {}",

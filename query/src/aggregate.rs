@@ -1,14 +1,17 @@
-//! Cross-series aggregation with interpolation (§e.8).
+//! Cross-series aggregation with interpolation (OpenTSDB docs: `user_guide/query/aggregators
+//! (interpolation)`).
 //!
-//! The output timestamps are the union of the series' timestamps. A series contributes only from its
-//! first to its last point (no extrapolation). At a timestamp where it has no point, its value comes
-//! from the aggregator's interpolation (LERP, zero, type max/min, previous), except for rate series,
-//! which contribute their previous rate. Strata differences: values keep their type, functions over
-//! integers are exact and LERP has no integer truncation (exceptions #4 and #14, see `num.rs`); a
-//! rate series has no seed value before its first real rate, so it is left out there (exception #3).
+//! The output timestamps are the union of the series' timestamps. A series contributes only from
+//! its first to its last point (no extrapolation). At a timestamp where it has no point, its value
+//! comes from the aggregator's interpolation (LERP, zero, type max/min, previous), except for rate
+//! series, which contribute their previous rate. Strata differences: values keep their type,
+//! functions over integers are exact and LERP has no integer truncation (`docs/compat.md` #4 and
+//! #14, see `num.rs`); a rate series has no seed value before its first real rate, so it is left
+//! out there (`docs/compat.md` #3).
 
 use crate::aggregator::{Aggregator, Interpolation};
-use crate::num::{ExactSum, Num, Point};
+use crate::num::{ExactSum, Point};
+use strata_tsdb::Value;
 
 /// Where a series stands at an output timestamp.
 enum Position {
@@ -27,8 +30,8 @@ fn lerp(t: i64, (x0, y0): (i64, f64), (x1, y1): (i64, f64)) -> f64 {
 
 /// Linear interpolation at `t` (`x0 < t < x1`) between two points: an integer when both are
 /// integers and the interpolated value is exactly one, else the double [`lerp`].
-fn lerp_num(t: i64, (x0, y0): (i64, Num), (x1, y1): (i64, Num)) -> Num {
-    if let (Num::Int(a), Num::Int(b)) = (y0, y1) {
+fn lerp_num(t: i64, (x0, y0): (i64, Value), (x1, y1): (i64, Value)) -> Value {
+    if let (Value::Int(a), Value::Int(b)) = (y0, y1) {
         let den = i128::from(x1) - i128::from(x0);
         let num = (i128::from(b) - i128::from(a)).checked_mul(i128::from(t) - i128::from(x0));
         if let Some(num) = num
@@ -36,17 +39,17 @@ fn lerp_num(t: i64, (x0, y0): (i64, Num), (x1, y1): (i64, Num)) -> Num {
             && num % den == 0
         {
             // Between `a` and `b`, so it fits an i64.
-            return Num::from_i128(i128::from(a) + num / den);
+            return crate::num::from_i128(i128::from(a) + num / den);
         }
     }
-    Num::Float(lerp(t, (x0, y0.to_f64()), (x1, y1.to_f64())))
+    Value::Float(lerp(t, (x0, y0.as_f64()), (x1, y1.as_f64())))
 }
 
 /// A zero of the same type as `like`, for the ZIM interpolation.
-fn zero_like(like: Num) -> Num {
+fn zero_like(like: Value) -> Value {
     match like {
-        Num::Int(_) => Num::Int(0),
-        Num::Float(_) => Num::Float(0.0),
+        Value::Int(_) => Value::Int(0),
+        Value::Float(_) => Value::Float(0.0),
     }
 }
 

@@ -1,15 +1,18 @@
-//! The 35 OpenTSDB aggregators (§e.3): name, function and interpolation kind.
+//! The 35 OpenTSDB aggregators (OpenTSDB docs: `user_guide/query/aggregators`): name, function and
+//! interpolation kind.
 //!
 //! [`Aggregator::apply`] computes in `f64`, as OpenTSDB's double path does, with no integer
-//! truncation (exception #4). [`Aggregator::apply_nums`] takes values that kept their type and
-//! is exact over integers (exception #14, see `num.rs`). One difference of OpenTSDB's integer
-//! path is kept: the `ep*r3`/`ep*r7` percentiles use the estimator when every input is
-//! an integer (no downsample, no rate), else the LEGACY one.
+//! truncation (`docs/compat.md` #4). [`Aggregator::apply_nums`] takes values that kept their type
+//! and is exact over integers (`docs/compat.md` #14, see `num.rs`). One difference of OpenTSDB's
+//! integer path is kept: the `ep*r3`/`ep*r7` percentiles use the estimator when every input
+//! is an integer (no downsample, no rate), else the LEGACY one.
 
 use crate::error::{Error, Result};
-use crate::num::{ExactSum, Extreme, Num};
+use crate::num::{ExactSum, Extreme};
+use strata_tsdb::Value;
 
-/// How a series that has no point at an output timestamp is given a value there (§e.8).
+/// How a series that has no point at an output timestamp is given a value there (OpenTSDB docs:
+/// `user_guide/query/aggregators (interpolation)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Interpolation {
     /// Linear interpolation between the series' neighbouring points.
@@ -168,8 +171,9 @@ impl Aggregator {
     /// Applies the function to `values` (in series order, or point order when downsampling).
     ///
     /// `int_path` says every input was an integer (no downsample, no rate); it only selects the
-    /// `ep*` estimators. NaN inputs are skipped except by `mult`, `first`, `last` and `diff`; with no
-    /// usable value the result is NaN. `None` behaves like `sum` (callers never aggregate with it).
+    /// `ep*` estimators. NaN inputs are skipped except by `mult`, `first`, `last` and `diff`; with
+    /// no usable value the result is NaN. `None` behaves like `sum` (callers never aggregate with
+    /// it).
     pub fn apply(self, values: &[f64], int_path: bool) -> f64 {
         let real = values.iter().copied().filter(|v| !v.is_nan());
         let empty = values.iter().all(|v| v.is_nan());
@@ -294,42 +298,42 @@ pub(crate) fn percentile(sorted: &[f64], p: f64, estimator: Estimator) -> f64 {
 }
 
 impl Aggregator {
-    /// [`Aggregator::apply`] over values that keep their type (exception #14): with only
+    /// [`Aggregator::apply`] over values that keep their type (`docs/compat.md` #14): with only
     /// doubles it is `apply`, bit for bit. With integers among them, sums, `count`, `diff`,
     /// `mult` and `squareSum` are exact integer arithmetic (a double only past `i64`, or when a
     /// double is among the values), min, max, median, first, last and a percentile that falls
     /// on a value return that value as it was given, and the mean is an integer only when the
     /// division is exact. `int_estimators` selects the `ep*` estimators, as `apply`'s
     /// `int_path` does (OpenTSDB's integer path: no downsample, no rate, integers only).
-    pub fn apply_nums(self, values: &[Num], int_estimators: bool) -> Num {
+    pub fn apply_nums(self, values: &[Value], int_estimators: bool) -> Value {
         if !values.iter().any(|v| v.is_int()) {
-            let floats: Vec<f64> = values.iter().map(|v| v.to_f64()).collect();
-            return Num::Float(self.apply(&floats, false));
+            let floats: Vec<f64> = values.iter().map(|v| v.as_f64()).collect();
+            return Value::Float(self.apply(&floats, false));
         }
         let all_int = values.iter().all(|v| v.is_int());
         let real = || values.iter().copied().filter(|v| !v.is_nan());
-        let nan = Num::Float(f64::NAN);
+        let nan = Value::Float(f64::NAN);
         match self {
             Aggregator::First => values.first().copied().unwrap_or(nan),
             Aggregator::Last => values.last().copied().unwrap_or(nan),
             Aggregator::Diff => match (values.first(), values.last()) {
-                (Some(Num::Int(a)), Some(Num::Int(b))) => {
-                    Num::from_i128(i128::from(*b) - i128::from(*a))
+                (Some(Value::Int(a)), Some(Value::Int(b))) => {
+                    crate::num::from_i128(i128::from(*b) - i128::from(*a))
                 }
-                (Some(a), Some(b)) => Num::Float(b.to_f64() - a.to_f64()),
+                (Some(a), Some(b)) => Value::Float(b.as_f64() - a.as_f64()),
                 _ => nan,
             },
             Aggregator::Mult => {
                 if all_int {
                     let product = values.iter().try_fold(1i128, |acc, v| match v {
-                        Num::Int(i) => acc.checked_mul(i128::from(*i)),
-                        Num::Float(_) => None,
+                        Value::Int(i) => acc.checked_mul(i128::from(*i)),
+                        Value::Float(_) => None,
                     });
                     if let Some(p) = product {
-                        return Num::from_i128(p);
+                        return crate::num::from_i128(p);
                     }
                 }
-                Num::Float(values.iter().map(|v| v.to_f64()).product())
+                Value::Float(values.iter().map(|v| v.as_f64()).product())
             }
             Aggregator::Sum | Aggregator::ZimSum | Aggregator::PfSum | Aggregator::None => {
                 let mut s = ExactSum::default();
@@ -341,7 +345,7 @@ impl Aggregator {
                 let mut overflow = false;
                 for v in real() {
                     match v {
-                        Num::Int(i) => {
+                        Value::Int(i) => {
                             let sq = i128::from(i) * i128::from(i);
                             match s.ints.checked_add(sq) {
                                 Some(t) => {
@@ -351,11 +355,11 @@ impl Aggregator {
                                 None => overflow = true,
                             }
                         }
-                        Num::Float(f) => s.add(Num::Float(f * f)),
+                        Value::Float(f) => s.add(Value::Float(f * f)),
                     }
                 }
                 if overflow {
-                    return Num::Float(real().map(|v| v.to_f64() * v.to_f64()).sum());
+                    return Value::Float(real().map(|v| v.as_f64() * v.as_f64()).sum());
                 }
                 s.sum()
             }
@@ -367,9 +371,9 @@ impl Aggregator {
             Aggregator::Count => {
                 let n = real().count() as i64;
                 if all_int {
-                    Num::Int(n)
+                    Value::Int(n)
                 } else {
-                    Num::Float(n as f64)
+                    Value::Float(n as f64)
                 }
             }
             Aggregator::Avg => {
@@ -378,8 +382,8 @@ impl Aggregator {
                 s.mean()
             }
             Aggregator::Dev => {
-                let v = population_dev(real().map(Num::to_f64));
-                Num::from_result(v, all_int)
+                let v = population_dev(real().map(|v| v.as_f64()));
+                crate::num::from_result(v, all_int)
             }
             Aggregator::Median => {
                 let sorted = sorted_nums(real());
@@ -400,9 +404,9 @@ impl Aggregator {
                     None => nan,
                     Some((i, 0.0)) => sorted[i],
                     Some((i, frac)) => {
-                        let (lower, upper) = (sorted[i].to_f64(), sorted[i + 1].to_f64());
+                        let (lower, upper) = (sorted[i].as_f64(), sorted[i + 1].as_f64());
                         let both_int = sorted[i].is_int() && sorted[i + 1].is_int();
-                        Num::from_result(lower + frac * (upper - lower), both_int)
+                        crate::num::from_result(lower + frac * (upper - lower), both_int)
                     }
                 }
             }
@@ -411,8 +415,8 @@ impl Aggregator {
 }
 
 /// Values in ascending exact order (no NaN among them).
-fn sorted_nums(values: impl Iterator<Item = Num>) -> Vec<Num> {
-    let mut v: Vec<Num> = values.collect();
+fn sorted_nums(values: impl Iterator<Item = Value>) -> Vec<Value> {
+    let mut v: Vec<Value> = values.collect();
     v.sort_by(|a, b| a.exact_cmp(*b).unwrap_or(std::cmp::Ordering::Equal));
     v
 }
@@ -491,7 +495,7 @@ mod tests {
         assert_eq!(agg("diff").apply(&v, false), 4.0); // 8-4
         assert_eq!(agg("first").apply(&v, false), 4.0);
         assert_eq!(agg("last").apply(&v, false), 8.0);
-        // avg with no truncation on integer inputs: (1+2)/2 = 1.5 (exception #4)
+        // avg with no truncation on integer inputs: (1+2)/2 = 1.5 (`docs/compat.md` #4)
         assert_eq!(agg("avg").apply(&[1.0, 2.0], true), 1.5);
     }
 

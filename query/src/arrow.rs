@@ -26,8 +26,8 @@ use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use crate::error::{Error, Result};
 use crate::exec::ResultGroup;
 use crate::model::TsQuery;
-use crate::num::Num;
 use crate::output::keyed_points;
+use strata_tsdb::Value;
 
 /// The media type of an Arrow IPC stream.
 pub const ARROW_STREAM_CONTENT_TYPE: &str = "application/vnd.apache.arrow.stream";
@@ -94,15 +94,15 @@ pub fn render_arrow(q: &TsQuery, results: &[ResultGroup]) -> Result<Vec<u8>> {
         let values: Float64Array = points
             .iter()
             .map(|(_, v)| {
-                let f = v.to_f64();
+                let f = v.as_f64();
                 (!(r.nan_as_null && f.is_nan())).then_some(f)
             })
             .collect();
         let ints: Int64Array = points
             .iter()
             .map(|(_, v)| match v {
-                Num::Int(i) => Some(*i),
-                Num::Float(_) => None,
+                Value::Int(i) => Some(*i),
+                Value::Float(_) => None,
             })
             .collect();
         let columns: Vec<ArrayRef> = vec![
@@ -139,7 +139,7 @@ mod tests {
     use arrow_array::Array;
     use arrow_ipc::reader::StreamReader;
 
-    fn group(points: Vec<(i64, Num)>, nan_as_null: bool) -> ResultGroup {
+    fn group(points: Vec<(i64, Value)>, nan_as_null: bool) -> ResultGroup {
         ResultGroup {
             query_index: 0,
             metric: "m".to_owned(),
@@ -163,14 +163,14 @@ mod tests {
         let results = vec![
             group(
                 vec![
-                    (1_000, Num::Int(1)),
-                    (1_500, Num::Float(2.5)),
-                    (1_700, Num::Int(i64::MIN + 1)),
+                    (1_000, Value::Int(1)),
+                    (1_500, Value::Float(2.5)),
+                    (1_700, Value::Int(i64::MIN + 1)),
                 ],
                 false,
             ),
             group(vec![], false),
-            group(vec![(2_000, Num::Float(f64::NAN))], true),
+            group(vec![(2_000, Value::Float(f64::NAN))], true),
         ];
         let bytes = render_arrow(&q, &results)?;
         let reader = StreamReader::try_new(bytes.as_slice(), None)?;

@@ -37,23 +37,10 @@ pub enum QueryMethod {
     Delete,
 }
 
-/// Parses a request into a [`TsQuery`]: the JSON body for POST, the query string otherwise.
-/// The query-string flag `arrays` (any value) and `method_override=delete` apply to both forms.
-pub fn parse_request(method_is_post: bool, query_string: &str, body: &[u8]) -> Result<TsQuery> {
-    let method = if method_is_post {
-        QueryMethod::Post
-    } else {
-        QueryMethod::Get
-    };
-    parse_request_method(method, query_string, body)
-}
-
-/// As [`parse_request`], for any [`QueryMethod`].
-pub fn parse_request_method(
-    method: QueryMethod,
-    query_string: &str,
-    body: &[u8],
-) -> Result<TsQuery> {
+/// Parses a request into a [`TsQuery`]: the JSON body for POST (and for DELETE with a body),
+/// the query string otherwise. The query-string flag `arrays` (any value) and
+/// `method_override=delete` apply to both forms.
+pub fn parse_request(method: QueryMethod, query_string: &str, body: &[u8]) -> Result<TsQuery> {
     let params = parse_query_string(query_string);
     let json = match method {
         QueryMethod::Get => false,
@@ -78,60 +65,7 @@ pub fn parse_request_method(
     Ok(q)
 }
 
-/// Answers `/api/query` (GET or POST): `(status, JSON body)`. 200 with the result array, or an
-/// OpenTSDB error body with 400 (bad request, unknown name), 413 (limits) or 500 (storage).
-pub fn handle_query(
-    tsdb: &Tsdb,
-    method_is_post: bool,
-    query_string: &str,
-    body: &[u8],
-    now_ms: i64,
-    limits: &QueryLimits,
-) -> (u16, Vec<u8>) {
-    let method = if method_is_post {
-        QueryMethod::Post
-    } else {
-        QueryMethod::Get
-    };
-    handle_query_method(tsdb, method, query_string, body, now_ms, limits)
-}
-
-/// As [`handle_query`], for any [`QueryMethod`] (DELETE included).
-pub fn handle_query_method(
-    tsdb: &Tsdb,
-    method: QueryMethod,
-    query_string: &str,
-    body: &[u8],
-    now_ms: i64,
-    limits: &QueryLimits,
-) -> (u16, Vec<u8>) {
-    let r = handle_query_request(tsdb, method, query_string, None, body, now_ms, limits);
-    (r.status, r.body)
-}
-
-/// Answers `/api/query` in JSON or, when `format=arrow` is in the query string or `accept` (the
-/// request's `Accept` header) names [`crate::ARROW_STREAM_CONTENT_TYPE`], as an Arrow IPC stream
-/// (see [`crate::render_arrow`]). Errors are OpenTSDB's JSON error body in either case.
-pub fn handle_query_request(
-    tsdb: &Tsdb,
-    method: QueryMethod,
-    query_string: &str,
-    accept: Option<&str>,
-    body: &[u8],
-    now_ms: i64,
-    limits: &QueryLimits,
-) -> QueryResponse {
-    let request = QueryRequest {
-        method,
-        query_string,
-        accept,
-        body,
-        now_ms,
-    };
-    handle_query_request_offloaded(tsdb, &request, limits, &|work| work())
-}
-
-/// One `/api/query` request, as [`handle_query_request_offloaded`] takes it.
+/// One `/api/query` request, as [`handle_query`] takes it.
 #[derive(Debug, Clone, Copy)]
 pub struct QueryRequest<'a> {
     /// The HTTP method.
@@ -146,47 +80,70 @@ pub struct QueryRequest<'a> {
     pub now_ms: i64,
 }
 
-/// [`handle_query_request`], handing the work of a heavy query to `offload`, which must run it
-/// to completion before it returns. An async server passes `tokio::task::block_in_place`, so a
-/// heavy query does not hold up the other connections of its worker thread. A light one (a few
-/// series over a few hours, which most dashboard panels are) runs where it is: handing the
-/// thread over costs about 20 µs of switches, a large part of such a query.
-pub fn handle_query_request_offloaded(
+impl<'a> QueryRequest<'a> {
+    /// A request without an `Accept` header.
+    pub fn new(method: QueryMethod, query_string: &'a str, body: &'a [u8], now_ms: i64) -> Self {
+        QueryRequest {
+            method,
+            query_string,
+            accept: None,
+            body,
+            now_ms,
+        }
+    }
+}
+
+/// The `offload` of [`handle_query`] for callers that have no thread to spare: runs the work
+/// on the calling thread.
+pub fn run_inline(work: &mut dyn FnMut()) {
+    work();
+}
+
+/// Answers `/api/query`: 200 with the result in JSON or, when `format=arrow` is in the query
+/// string or the `Accept` header names [`crate::ARROW_STREAM_CONTENT_TYPE`], as an Arrow IPC
+/// stream (see [`crate::render_arrow`]); otherwise OpenTSDB's JSON error body with the status of
+/// the error's [`ErrorKind`](crate::ErrorKind) (400, 408, 413 or 500).
+///
+/// The work of a heavy query is handed to `offload`, which must run it to completion before it
+/// returns. An async server passes `tokio::task::block_in_place`, so a heavy query does not
+/// hold up the other connections of its worker thread; others pass [`run_inline`]. A light one
+/// (a few series over a few hours, which most dashboard panels are) runs where it is: handing
+/// the thread over costs more switches than such a query takes.
+pub fn handle_query(
     tsdb: &Tsdb,
     request: &QueryRequest<'_>,
     limits: &QueryLimits,
     offload: &dyn Fn(&mut dyn FnMut()),
 ) -> QueryResponse {
     let arrow = wants_arrow(&parse_query_string(request.query_string), request.accept);
-    let result =
-        parse_request_method(request.method, request.query_string, request.body).and_then(|q| {
-            let run = |resolved: Result<_>| {
-                let results = execute_resolved(tsdb, &q, &resolved?, limits)?;
-                if arrow {
-                    render_arrow(&q, &results)
-                } else {
-                    Ok(render(&q, &results))
-                }
-            };
-            // Resolving the series is cheap and tells what the reads will cost. A delete writes,
-            // so it is resolved and run after the handover.
-            let mut resolved = None;
-            if !q.delete {
-                let r = resolve(tsdb, &q, request.now_ms, limits);
-                if r.as_ref().map_or(true, |r| r.is_light()) {
-                    return run(r);
-                }
-                resolved = Some(r);
+    let result = parse_request(request.method, request.query_string, request.body).and_then(|q| {
+        let run = |resolved: Result<_>| {
+            let results = execute_resolved(tsdb, &q, &resolved?, limits)?;
+            if arrow {
+                render_arrow(&q, &results)
+            } else {
+                Ok(render(&q, &results))
             }
-            let mut out = None;
-            offload(&mut || {
-                let r = resolved
-                    .take()
-                    .unwrap_or_else(|| resolve(tsdb, &q, request.now_ms, limits));
-                out = Some(run(r));
-            });
-            out.unwrap_or_else(|| Err(Error::Storage("the query did not run".to_owned())))
+        };
+        // Resolving the series is cheap and tells what the reads will cost. A delete writes,
+        // so it is resolved and run after the handover.
+        let mut resolved = None;
+        if !q.delete {
+            let r = resolve(tsdb, &q, request.now_ms, limits);
+            if r.as_ref().map_or(true, |r| r.is_light()) {
+                return run(r);
+            }
+            resolved = Some(r);
+        }
+        let mut out = None;
+        offload(&mut || {
+            let r = resolved
+                .take()
+                .unwrap_or_else(|| resolve(tsdb, &q, request.now_ms, limits));
+            out = Some(run(r));
         });
+        out.unwrap_or_else(|| Err(Error::Storage("the query did not run".to_owned())))
+    });
     match result {
         Ok(body) => QueryResponse {
             status: 200,

@@ -4,7 +4,8 @@
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A time string (start, end, relative, absolute) could not be parsed (§e.1).
+    /// A time string (start, end, relative, absolute) could not be parsed (OpenTSDB docs:
+    /// `user_guide/query/dates`).
     #[error("{message}")]
     InvalidTime {
         /// The offending input, as given.
@@ -23,7 +24,8 @@ pub enum Error {
         /// Parsed end, ms.
         end_ms: i64,
     },
-    /// A duration (`1h`, `5m`, `500ms`) could not be parsed (§e.1).
+    /// A duration (`1h`, `5m`, `500ms`) could not be parsed (OpenTSDB docs:
+    /// `user_guide/query/dates`).
     #[error("{message}")]
     InvalidDuration {
         /// The offending input.
@@ -31,7 +33,7 @@ pub enum Error {
         /// OpenTSDB's full message, which names the input.
         message: String,
     },
-    /// A downsample specifier is malformed (§e.4).
+    /// A downsample specifier is malformed (OpenTSDB docs: `user_guide/query/downsampling`).
     #[error("{message}")]
     InvalidDownsample {
         /// The offending specifier.
@@ -94,17 +96,49 @@ pub enum Error {
     Execution(String),
 }
 
-/// How an error maps to an HTTP status class.
+/// What an error is, for the HTTP status it is answered with and the label it is counted under,
+/// so that API layers need not match on variants or on messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// The request was wrong (400).
     Client,
+    /// The request names a metric, tag or TSUID that does not exist. OpenTSDB answers such a
+    /// query with 400, and so does Strata.
+    NotFound,
+    /// The query reads more series or data points than the server allows (413).
+    LimitExceeded,
+    /// The query ran past the server's timeout (408).
+    Timeout,
     /// Something failed on the server side (500).
     Server,
 }
 
+impl ErrorKind {
+    /// The HTTP status of an error of this kind.
+    pub fn status(self) -> u16 {
+        match self {
+            ErrorKind::Client | ErrorKind::NotFound => 400,
+            ErrorKind::LimitExceeded => 413,
+            ErrorKind::Timeout => 408,
+            ErrorKind::Server => 500,
+        }
+    }
+
+    /// A short label for metrics: `client`, `not_found`, `limit`, `timeout` or `server`.
+    pub fn label(self) -> &'static str {
+        match self {
+            ErrorKind::Client => "client",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::LimitExceeded => "limit",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Server => "server",
+        }
+    }
+}
+
 impl Error {
-    /// The status category of this error.
+    /// What this error is.
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::InvalidTime { .. }
@@ -116,23 +150,18 @@ impl Error {
             | Error::TooManyBuckets { .. }
             | Error::UnsupportedFill
             | Error::BadRequest { .. }
-            | Error::NoSuchName(_)
-            | Error::LimitExceeded(_)
-            | Error::Timeout { .. }
             | Error::Unsupported(_)
             | Error::Execution(_) => ErrorKind::Client,
+            Error::NoSuchName(_) => ErrorKind::NotFound,
+            Error::LimitExceeded(_) => ErrorKind::LimitExceeded,
+            Error::Timeout { .. } => ErrorKind::Timeout,
             Error::Storage(_) | Error::Encode(_) => ErrorKind::Server,
         }
     }
 
     /// The HTTP status OpenTSDB answers this error with.
     pub fn status(&self) -> u16 {
-        match self {
-            Error::LimitExceeded(_) => 413,
-            Error::Timeout { .. } => 408,
-            Error::Storage(_) | Error::Encode(_) => 500,
-            _ => 400,
-        }
+        self.kind().status()
     }
 
     /// The error body's `details`: a bad request's own; for a name that does not resolve its
@@ -166,6 +195,32 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every variant answers with the status it had before `kind` decided it.
+    #[test]
+    fn statuses_follow_the_kind() {
+        let cases = [
+            (Error::MissingStart, 400, "client"),
+            (Error::UnknownAggregator("x".into()), 400, "client"),
+            (Error::NoSuchName("x".into()), 400, "not_found"),
+            (Error::LimitExceeded("x".into()), 413, "limit"),
+            (
+                Error::Timeout {
+                    limit_ms: 1,
+                    elapsed_ms: 2,
+                },
+                408,
+                "timeout",
+            ),
+            (Error::Storage("x".into()), 500, "server"),
+            (Error::Encode("x".into()), 500, "server"),
+            (Error::Execution("x".into()), 400, "client"),
+        ];
+        for (e, status, label) in cases {
+            assert_eq!(e.status(), status, "{e:?}");
+            assert_eq!(e.kind().label(), label, "{e:?}");
+        }
+    }
 
     #[test]
     fn details_repeat_unresolved_names_and_name_the_limits() {

@@ -1,5 +1,6 @@
-//! Query execution (§e.2): validate, resolve, read the scan window from the tsdb, then per series
-//! downsample → rate, group, aggregate with interpolation, and compute `tags`/`aggregateTags`.
+//! Query execution (OpenTSDB docs: `user_guide/query (order of operations)`): validate, resolve,
+//! read the scan window from the tsdb, then per series downsample → rate, group, aggregate with
+//! interpolation, and compute `tags`/`aggregateTags`.
 //!
 //! A sub-query over many series-hours splits its series over the available cores: each thread
 //! reads its share (`Tsdb::read_series`, its own snapshot) and runs the per-series stages on it;
@@ -12,22 +13,25 @@ use std::str::FromStr;
 
 use chrono_tz::Tz;
 use roaring::RoaringBitmap;
-use strata_tsdb::{Annotation, Filter, FilterKind, Tsdb, Tsuid, Uid, UidKind};
+use strata_tsdb::{Annotation, Filter, Tsdb, UidKind};
 
 use crate::aggregate::aggregate;
 use crate::aggregator::Aggregator;
 use crate::deadline::Deadline;
-use crate::downsample::{
-    DownsampleSpec, FillPolicy, Interval, downsample_all_folding, downsample_columns,
-    downsample_into, edge_buckets, folds_by_columns, to_num,
-};
+use crate::downsample::{DownsampleSpec, FillPolicy};
 use crate::error::{Error, Result};
 use crate::groupby::{TagMap, group_series, group_tags};
 use crate::model::{QueryLimits, SubQuery, TsQuery};
-use crate::num::{Num, Point};
-use crate::rate::rate;
+use crate::num::Point;
 use crate::time::parse_time_range;
 use crate::window::scan_window;
+
+mod resolve;
+mod series;
+
+pub(crate) use resolve::{Resolved, resolve};
+use resolve::{tag_map, uid_key};
+use series::{Stage, read_and_process};
 
 /// One result object: a group of series of one sub-query, aggregated.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,7 +95,8 @@ impl From<strata_tsdb::Error> for Error {
     }
 }
 
-/// Aggregator names are case-sensitive, as in OpenTSDB (`SUM` is unknown, §e.3).
+/// Aggregator names are case-sensitive, as in OpenTSDB (`SUM` is unknown, OpenTSDB docs:
+/// `user_guide/query/aggregators`).
 fn find_aggregator(name: &str) -> Result<Aggregator> {
     if name.is_empty() {
         return Err(Error::bad_request("Missing the aggregation function"));
@@ -100,7 +105,8 @@ fn find_aggregator(name: &str) -> Result<Aggregator> {
         .map_err(|_| Error::bad_request(format!("No such aggregation function: {name}")))
 }
 
-/// Validates a query in OpenTSDB's order (§c.3) and de-duplicates identical sub-queries.
+/// Validates a query in OpenTSDB's order (OpenTSDB docs: `api_http/query`) and de-duplicates
+/// identical sub-queries.
 pub(crate) fn plan(q: &TsQuery, now_ms: i64) -> Result<Plan> {
     let tz = match q.timezone.as_deref().filter(|t| !t.is_empty()) {
         Some(name) => Tz::from_str(name)
@@ -172,102 +178,6 @@ pub fn execute_with_limits(
 ) -> Result<Vec<ResultGroup>> {
     let resolved = resolve(tsdb, q, now_ms, limits)?;
     execute_resolved(tsdb, q, &resolved, limits)
-}
-
-/// A query planned, with the series of every sub-query resolved (as OpenTSDB resolves all
-/// sub-queries before it scans): what the reads will cost is known before any of them runs.
-#[derive(Debug)]
-pub(crate) struct Resolved {
-    plan: Plan,
-    /// Per sub-query of `plan`: its series and filters; `None` when its TSUIDs name no
-    /// stored series.
-    subs: Vec<Option<(RoaringBitmap, Vec<Filter>)>>,
-    /// Series-hours of the scan windows over all sub-queries.
-    series_hours: u64,
-    /// The work expected, in series-hours read: as `series_hours`, except that a sub-query
-    /// answered from newest points (see [`newest_point_decides`]) counts an eighth of one per
-    /// series.
-    work_series_hours: u64,
-    deadline: Deadline,
-}
-
-impl Resolved {
-    /// Whether the query is cheap enough to run where it is, without handing the thread over
-    /// (see [`crate::handle_query_request_offloaded`]): at most [`LIGHT_SERIES_HOURS`] of work.
-    pub(crate) fn is_light(&self) -> bool {
-        self.work_series_hours <= LIGHT_SERIES_HOURS
-    }
-}
-
-/// Reads up to this many series-hours in all are light enough to run on an async worker
-/// thread: with 10 s points, the peer benchmark's Q3 (one series over 25 hours, downsampled and
-/// rated) takes about 80 µs in all. Denser series cost proportionally more: one of 1 kHz data
-/// would hold the worker for about a second at this bound.
-const LIGHT_SERIES_HOURS: u64 = 32;
-
-/// Plans `q` and resolves the series of each sub-query, checking the delete permission and
-/// `limits.max_series`. The query's timeout starts here.
-pub(crate) fn resolve(
-    tsdb: &Tsdb,
-    q: &TsQuery,
-    now_ms: i64,
-    limits: &QueryLimits,
-) -> Result<Resolved> {
-    let deadline = Deadline::start(limits.timeout);
-    let plan = plan(q, now_ms)?;
-    if q.delete && !limits.allow_delete {
-        return Err(Error::BadRequest {
-            message: "Bad request".to_owned(),
-            details: Some(
-                "Deleting data is not enabled (tsd.http.query.allow_delete=false)".to_owned(),
-            ),
-        });
-    }
-    let mut subs = Vec::with_capacity(plan.subs.len());
-    let mut series_hours = 0u64;
-    let mut work_series_hours = 0u64;
-    for sp in &plan.subs {
-        deadline.check()?;
-        let sub = &sp.sub;
-        let resolved = if sub.tsuids.is_empty() {
-            tsdb.uid(UidKind::Metric, &sub.metric).map_err(tsdb_error)?;
-            let filters = build_filters(tsdb, sub)?;
-            let ids = tsdb
-                .find_series(&sub.metric, &filters)
-                .map_err(tsdb_error)?;
-            if limits.max_series > 0 && ids.len() > limits.max_series as u64 {
-                return Err(too_many_series(ids.len(), limits.max_series));
-            }
-            Some((ids, filters))
-        } else {
-            tsuid_ids(tsdb, sub)?.map(|ids| (ids, Vec::new()))
-        };
-        if let Some((ids, _)) = &resolved {
-            let (ws, we) = scan_window(
-                plan.start_ms,
-                plan.end_ms,
-                sp.downsample.map(|d| d.interval),
-            );
-            let hours = u64::try_from((we - ws) / 3_600_000).unwrap_or(0) + 1;
-            let read = ids.len().saturating_mul(hours);
-            series_hours = series_hours.saturating_add(read);
-            // Names and a point, against a few microseconds per series-hour read.
-            let work = if newest_point_decides(sp) {
-                ids.len().div_ceil(8)
-            } else {
-                read
-            };
-            work_series_hours = work_series_hours.saturating_add(work);
-        }
-        subs.push(resolved);
-    }
-    Ok(Resolved {
-        plan,
-        subs,
-        series_hours,
-        work_series_hours,
-        deadline,
-    })
 }
 
 /// Runs a [`resolve`]d query.
@@ -342,72 +252,6 @@ fn attach_annotations(
         r.global_annotations.clone_from(&global);
     }
     Ok(())
-}
-
-/// Builds the tsdb filters of a sub-query, checking that literal values exist (§c.3).
-fn build_filters(tsdb: &Tsdb, sub: &SubQuery) -> Result<Vec<Filter>> {
-    let mut filters = Vec::with_capacity(sub.filters.len());
-    for f in &sub.filters {
-        let kind = FilterKind::parse(&f.kind).ok_or_else(|| {
-            Error::bad_request(format!(
-                "Could not find a tag value filter of the type: {}",
-                f.kind
-            ))
-        })?;
-        let filter = Filter::new(kind, &f.tagk, &f.filter, f.group_by).map_err(tsdb_error)?;
-        if kind != FilterKind::NotKey {
-            tsdb.uid(UidKind::Tagk, &f.tagk).map_err(tsdb_error)?;
-        }
-        if kind == FilterKind::LiteralOr {
-            for v in f.filter.split('|').filter(|v| !v.is_empty()) {
-                tsdb.uid(UidKind::Tagv, v).map_err(tsdb_error)?;
-            }
-        }
-        filters.push(filter);
-    }
-    Ok(filters)
-}
-
-/// The series ids of a TSUID sub-query (all TSUIDs must share one metric); `None` when none of
-/// them exists.
-fn tsuid_ids(tsdb: &Tsdb, sub: &SubQuery) -> Result<Option<RoaringBitmap>> {
-    let mut metric_uid = None;
-    let mut ids = Vec::new();
-    for hex in &sub.tsuids {
-        let tsuid = Tsuid::parse_hex(hex).map_err(tsdb_error)?;
-        match metric_uid {
-            None => metric_uid = Some((tsuid.metric(), hex.clone())),
-            Some((m, ref first)) if m != tsuid.metric() => {
-                return Err(Error::bad_request(format!(
-                    "One or more TSUIDs did not share the same metric [{first}] [{hex}]"
-                )));
-            }
-            Some(_) => {}
-        }
-        if let Some(id) = tsdb.series_id(&tsuid) {
-            ids.push(id);
-        }
-    }
-    let Some((m, _)) = metric_uid else {
-        return Ok(None);
-    };
-    let metric = tsdb.uid_name(UidKind::Metric, m).map_err(tsdb_error)?;
-    if ids.is_empty() {
-        return Ok(None);
-    }
-    let mut set = tsdb.find_series(&metric, &[]).map_err(tsdb_error)?;
-    set.clear();
-    set.extend(ids);
-    Ok(Some(set))
-}
-
-fn tag_map(tags: &[(String, String)]) -> TagMap {
-    tags.iter().cloned().collect()
-}
-
-/// A name's UID for ordering (UIDs order as their bytes); unknown names sort first.
-fn uid_key(tsdb: &Tsdb, kind: UidKind, name: &str) -> Option<Uid> {
-    tsdb.uid(kind, name).ok()
 }
 
 #[allow(
@@ -547,278 +391,6 @@ fn run_sub(
         });
     }
     Ok(())
-}
-
-/// One series after the per-series stages (downsample, rate), with what the later stages need.
-#[derive(Debug)]
-struct Processed {
-    id: u32,
-    tsuid: Tsuid,
-    metric: String,
-    tags: Vec<(String, String)>,
-    /// Raw points read in the scan window.
-    raw_points: usize,
-    points: Vec<Point>,
-}
-
-/// What the per-series stages of one sub-query need.
-#[derive(Debug, Clone, Copy)]
-struct Stage<'a> {
-    tsdb: &'a Tsdb,
-    plan: &'a Plan,
-    sp: &'a SubPlan,
-    window: (i64, i64),
-    explicit_keys: Option<&'a BTreeSet<&'a str>>,
-    deadline: &'a Deadline,
-    /// Most threads (0: one per core).
-    threads: usize,
-    /// Series-hours the whole query reads (for the block cache; see `Tsdb::read_series_each_in`).
-    request_series_hours: u64,
-}
-
-/// Reads with fewer series than this stay on the calling thread. A thread costs tens of
-/// microseconds; one series-hour (360 points at 10 s) takes a few to decode and downsample, so a
-/// split pays off from a few dozen series-hours per thread.
-const PARALLEL_MIN_SERIES_HOURS: u64 = 64;
-
-/// The cores this process may use, read once: on Linux, finding out opens three cgroup files,
-/// which cost a small query more than its reading did.
-static CORES: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
-    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-});
-
-/// Runs the per-series stages of the series `ids`: from their newest points where those decide
-/// (see [`process_newest_points`]), and from a read of the others. Series left out by
-/// `explicitTags`, or with no point in the window, are dropped.
-fn read_and_process(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Processed>> {
-    if newest_point_decides(stage.sp) {
-        let mut out = Vec::new();
-        let rest = process_newest_points(stage, ids, &mut out)?;
-        if !rest.is_empty() {
-            out.extend(read_in_parts(stage, &rest)?);
-        }
-        return Ok(out);
-    }
-    read_in_parts(stage, ids)
-}
-
-/// Whether a series' part in the result is its newest point alone when that point lies in the
-/// query's range: an `all` downsample to `last`, with no rate. (Grafana's "current value"
-/// panels ask this.)
-fn newest_point_decides(sp: &SubPlan) -> bool {
-    !sp.sub.rate
-        && sp
-            .downsample
-            .is_some_and(|d| matches!(d.interval, Interval::All) && d.function == Aggregator::Last)
-}
-
-/// For a sub-query that [`newest_point_decides`]: each series whose newest point, which the
-/// series index keeps, lies in the query's range is processed from that point alone, with no
-/// read. The last point in the range is then the newest of all, which a read would find last
-/// in the range. Returns the series left to read: those whose newest point is elsewhere.
-fn process_newest_points(
-    stage: &Stage<'_>,
-    ids: &RoaringBitmap,
-    out: &mut Vec<Processed>,
-) -> Result<RoaringBitmap> {
-    let range = stage.plan.start_ms..=stage.plan.end_ms;
-    let mut rest = ids.clone();
-    let mut scratch = Vec::new();
-    for id in ids {
-        let Some(info) = stage.tsdb.series_info(id).map_err(tsdb_error)? else {
-            continue;
-        };
-        let Some(newest) = info.last.filter(|(ts, _)| range.contains(ts)) else {
-            continue;
-        };
-        let mut s = strata_tsdb::SeriesPoints {
-            id,
-            tsuid: info.tsuid,
-            metric: info.metric,
-            tags: info.tags,
-            points: vec![newest],
-        };
-        out.extend(process_series(stage, &mut s, &mut scratch)?);
-        rest.remove(id);
-    }
-    stage.deadline.check()?;
-    Ok(rest)
-}
-
-/// Reads the series `ids` and runs the per-series stages, split into up to
-/// `QueryLimits::threads` parts (at most one per core) that run in parallel, each reading and
-/// processing its share of the ids in its own snapshot.
-fn read_in_parts(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Processed>> {
-    let (ws, we) = stage.window;
-    let hours = u64::try_from((we - ws) / 3_600_000).unwrap_or(0).max(1);
-    if ids.len().saturating_mul(hours) < PARALLEL_MIN_SERIES_HOURS {
-        return read_chunk(stage, ids);
-    }
-    let cores = *CORES;
-    let threads = match stage.threads {
-        0 => cores,
-        n => n.min(cores),
-    }
-    .min(usize::try_from(ids.len()).unwrap_or(usize::MAX));
-    if threads < 2 {
-        return read_chunk(stage, ids);
-    }
-    // Split by salt bucket, so that scans do not read each other's rows.
-    let parts = stage.tsdb.split_for_read(ids, threads);
-    // The calling thread reads the first part while rayon's pool (one thread per core) reads
-    // the others, so a two-way split wakes one pool thread, not two while the caller waits.
-    // A panic in a part is that part's error, not the server's.
-    let run = |part: &RoaringBitmap| {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_chunk(stage, part)))
-            .unwrap_or_else(|_| Err(Error::Storage("a query worker panicked".to_owned())))
-    };
-    let mut results: Vec<Result<Vec<Processed>>> = parts.iter().map(|_| Ok(Vec::new())).collect();
-    let (Some((first, rest)), Some((first_slot, rest_slots))) =
-        (parts.split_first(), results.split_first_mut())
-    else {
-        return Ok(Vec::new());
-    };
-    rayon::in_place_scope(|scope| {
-        for (part, slot) in rest.iter().zip(rest_slots) {
-            scope.spawn(move |_| *slot = run(part));
-        }
-        *first_slot = run(first);
-    });
-    let mut out = Vec::new();
-    for r in results {
-        out.extend(r?);
-    }
-    Ok(out)
-}
-
-/// Reads `ids` and runs the per-series stages on this thread, checking the deadline between
-/// series.
-fn read_chunk(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Vec<Processed>> {
-    let (ws, we) = stage.window;
-    let mut scratch = Vec::new();
-    let mut out = Vec::new();
-    // Each series is processed as soon as it is decoded, so only one series' raw points are in
-    // memory at a time (a 24 h read of 200 series is 1.7 M points).
-    let hours = stage.request_series_hours;
-    if reads_columns(stage.sp) {
-        stage
-            .tsdb
-            .read_series_columns_each_in(ids, ws, we, hours, |s| {
-                out.extend(process_columns(stage, s)?);
-                Ok::<(), Error>(())
-            })?;
-    } else {
-        stage.tsdb.read_series_each_in(ids, ws, we, hours, |s| {
-            out.extend(process_series(stage, s, &mut scratch)?);
-            Ok::<(), Error>(())
-        })?;
-    }
-    stage.deadline.check()?;
-    Ok(out)
-}
-
-/// Whether a sub-query's series are read as columns: when its downsample folds by columns
-/// (see [`downsample_columns`]), which skips building a `(time, value)` pair per point.
-fn reads_columns(sp: &SubPlan) -> bool {
-    sp.downsample.as_ref().is_some_and(folds_by_columns)
-}
-
-/// Whether the per-series stages take a series with `tags`: one with points that
-/// `explicitTags` does not leave out. Fails when the query's time is up.
-fn takes(stage: &Stage<'_>, tags: &[(String, String)], empty: bool) -> Result<bool> {
-    let left_out = stage.explicit_keys.is_some_and(|keys| {
-        !(tags.len() == keys.len() && tags.iter().all(|(k, _)| keys.contains(k.as_str())))
-    });
-    if left_out || empty {
-        return Ok(false);
-    }
-    stage.deadline.check()?;
-    Ok(true)
-}
-
-/// [`process_series`] for a series read as columns (see [`reads_columns`]).
-fn process_columns(
-    stage: &Stage<'_>,
-    s: &mut strata_tsdb::SeriesColumns,
-) -> Result<Option<Processed>> {
-    let (plan, sp) = (stage.plan, stage.sp);
-    if !takes(stage, &s.tags, s.points.is_empty())? {
-        return Ok(None);
-    }
-    let mut points = Vec::new();
-    let Some(ds) = &sp.downsample else {
-        return Err(Error::Storage(
-            "a column read without a downsample".to_owned(),
-        ));
-    };
-    // As in `process_series`: the buckets beside the range come along for the later stages.
-    let range = (plan.start_ms, plan.end_ms);
-    if !downsample_columns(&s.points, ds, range, plan.tz, &mut points)? {
-        return Err(Error::Storage(
-            "a column read of a downsample that does not fold by columns".to_owned(),
-        ));
-    }
-    let raw_points = s.points.len();
-    Ok(Some(rate_and_finish(sp, s, raw_points, points)))
-}
-
-/// The rate stage of one series' downsampled (or raw) `points`, if asked, and the series
-/// as the later stages take it, with `raw_points` points read.
-fn rate_and_finish<P>(
-    sp: &SubPlan,
-    s: &mut strata_tsdb::Series<P>,
-    raw_points: usize,
-    mut points: Vec<Point>,
-) -> Processed {
-    if sp.sub.rate {
-        points = rate(&points, &sp.sub.rate_options);
-    }
-    Processed {
-        id: s.id,
-        tsuid: s.tsuid.clone(),
-        metric: std::mem::take(&mut s.metric),
-        tags: std::mem::take(&mut s.tags),
-        raw_points,
-        points,
-    }
-}
-
-/// The per-series stages (downsample, rate) of one series; `None` for a series the query
-/// leaves out.
-fn process_series(
-    stage: &Stage<'_>,
-    s: &mut strata_tsdb::SeriesPoints,
-    scratch: &mut Vec<Num>,
-) -> Result<Option<Processed>> {
-    let (plan, sp) = (stage.plan, stage.sp);
-    if !takes(stage, &s.tags, s.points.is_empty())? {
-        return Ok(None);
-    }
-    let mut points = Vec::new();
-    match &sp.downsample {
-        Some(ds) => {
-            // The buckets beside the range feed rate and interpolation, as OpenTSDB's scan
-            // window does; `run_sub` drops them after aggregation.
-            let range = (plan.start_ms, plan.end_ms);
-            let at = |(t, v): &(i64, strata_tsdb::Value)| (*t, to_num(*v));
-            let (before, after) = edge_buckets(&s.points, at, ds, range, plan.tz, scratch);
-            points.extend(before);
-            if !downsample_all_folding(&s.points, at, ds, range, &mut points) {
-                downsample_into(
-                    s.points.iter().map(at),
-                    ds,
-                    range,
-                    plan.tz,
-                    scratch,
-                    &mut points,
-                )?;
-            }
-            points.extend(after);
-        }
-        None => points.extend(s.points.iter().map(|(t, v)| (*t, to_num(*v)))),
-    }
-    let raw_points = s.points.len();
-    Ok(Some(rate_and_finish(sp, s, raw_points, points)))
 }
 
 fn too_many_series(count: u64, limit: usize) -> Error {

@@ -26,11 +26,11 @@ use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use strata_tsdb::Tsdb;
 
-use crate::endpoint::{QueryMethod, parse_request_method};
+use crate::endpoint::{QueryMethod, parse_request};
 use crate::error::{Error, Result};
 use crate::exec::{ResultGroup, execute_with_limits};
 use crate::model::QueryLimits;
-use crate::num::Num;
+use strata_tsdb::Value;
 
 /// What an export wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -64,7 +64,7 @@ pub fn export_parquet<W: Write + Send>(
     limits: &QueryLimits,
     writer: W,
 ) -> Result<ExportSummary> {
-    let q = parse_request_method(method, query_string, body)?;
+    let q = parse_request(method, query_string, body)?;
     let results = execute_with_limits(tsdb, &q, now_ms, limits)?;
     write_parquet(&results, writer)
 }
@@ -122,15 +122,15 @@ pub fn write_parquet<W: Write + Send>(results: &[ResultGroup], writer: W) -> Res
         columns.push(Arc::new(
             r.points
                 .iter()
-                .map(|(_, v)| v.to_f64())
+                .map(|(_, v)| v.as_f64())
                 .collect::<Float64Array>(),
         ));
         let ints: Int64Array = r
             .points
             .iter()
             .map(|(_, v)| match v {
-                Num::Int(i) => Some(*i),
-                Num::Float(_) => None,
+                Value::Int(i) => Some(*i),
+                Value::Float(_) => None,
             })
             .collect();
         summary.int_rows += (n - ints.null_count()) as u64;
@@ -150,7 +150,7 @@ mod tests {
     use arrow_array::Array;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-    fn group(metric: &str, tags: &[(&str, &str)], points: Vec<(i64, Num)>) -> ResultGroup {
+    fn group(metric: &str, tags: &[(&str, &str)], points: Vec<(i64, Value)>) -> ResultGroup {
         ResultGroup {
             query_index: 0,
             metric: metric.to_owned(),
@@ -180,9 +180,9 @@ mod tests {
             group(
                 "m",
                 &[("host", "a"), ("value", "x")],
-                vec![(1_000, Num::Int(1)), (2_000, Num::Int(-3))],
+                vec![(1_000, Value::Int(1)), (2_000, Value::Int(-3))],
             ),
-            group("m", &[("dc", "d1")], vec![(1_500, Num::Int(7))]),
+            group("m", &[("dc", "d1")], vec![(1_500, Value::Int(7))]),
         ];
         let mut out = Vec::new();
         let s = write_parquet(&results, &mut out)?;
@@ -233,9 +233,9 @@ mod tests {
             "m",
             &[],
             vec![
-                (1_000, Num::Int(9_007_199_254_740_993)),
-                (2_000, Num::Float(2.5)),
-                (3_000, Num::Int(i64::MIN)),
+                (1_000, Value::Int(9_007_199_254_740_993)),
+                (2_000, Value::Float(2.5)),
+                (3_000, Value::Int(i64::MIN)),
             ],
         )];
         let mut out = Vec::new();

@@ -1,8 +1,9 @@
-//! Grouping series by tag values (§e.6) and a group's `tags` / `aggregateTags` (§e.9).
+//! Grouping series by tag values (OpenTSDB docs: `user_guide/query/filters`) and a group's `tags` /
+//! `aggregateTags` (OpenTSDB docs: `api_http/query (response)`).
 //!
 //! Works on resolved tag strings. Ordering by UIDs (groups by the bytes of their value UIDs,
-//! `aggregateTags` by key UID) needs the UID table, so here groups are ordered by their value strings
-//! and `aggregate_tags` by key name; the caller may re-sort with UIDs.
+//! `aggregateTags` by key UID) needs the UID table, so here groups are ordered by their value
+//! strings and `aggregate_tags` by key name; the caller may re-sort with UIDs.
 
 use std::collections::{BTreeMap, BTreeSet};
 

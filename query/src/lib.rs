@@ -1,7 +1,7 @@
 //! strata-query: the OpenTSDB query model, parsers, execution pipeline and query endpoints.
 //!
-//! The pure computational stages of the pipeline (§e of the spec), each a separate module over
-//! in-memory series `&[(i64 /* ts ms */, Num)]`:
+//! The pure computational stages of the pipeline (OpenTSDB docs: `user_guide/query`), each a
+//! separate module over in-memory series `&[(i64 /* ts ms */, Value)]` (tsdb's `Value`):
 //! `time` (start/end parsing) → `downsample` → `rate` → `aggregate` (cross-series, with the
 //! aggregator's interpolation), with `aggregator` defining the 35 aggregators and `groupby`
 //! partitioning series and computing `tags`/`aggregateTags`; `window` gives the range to read.
@@ -41,8 +41,8 @@ pub use aggregator::{Aggregator, Estimator, Interpolation, aggregator_names};
 pub use arrow::{ARROW_SERIES_METADATA, ARROW_STREAM_CONTENT_TYPE, render_arrow};
 pub use downsample::{CalendarUnit, DownsampleSpec, FillPolicy, Interval, downsample};
 pub use endpoint::{
-    JSON_CONTENT_TYPE, QueryMethod, QueryRequest, QueryResponse, handle_query, handle_query_method,
-    handle_query_request, handle_query_request_offloaded, parse_request, parse_request_method,
+    JSON_CONTENT_TYPE, QueryMethod, QueryRequest, QueryResponse, handle_query, parse_request,
+    run_inline,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use exec::{ResultGroup, execute, execute_with_limits};
@@ -51,7 +51,7 @@ pub use groupby::{Group, GroupTags, TagMap, group_series, group_tags};
 pub use model::{
     DEFAULT_QUERY_THREADS, DEFAULT_QUERY_TIMEOUT, FilterSpec, QueryLimits, SubQuery, TsQuery,
 };
-pub use num::{Num, Point};
+pub use num::Point;
 pub use output::{annotation_json, error_body, render};
 pub use parse::{parse_get, parse_json, parse_m, parse_query_string, parse_tsuid_param};
 pub use promql::{

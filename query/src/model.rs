@@ -1,4 +1,5 @@
-//! The parsed form of an `/api/query` request (§c.3), shared by the JSON and query-string parsers.
+//! The parsed form of an `/api/query` request (OpenTSDB docs: `api_http/query`), shared by the JSON
+//! and query-string parsers.
 //!
 //! Fields keep the request's text where OpenTSDB validates late (times, aggregator, downsample), so
 //! the parsers stay simple and `validate` reports OpenTSDB's messages in OpenTSDB's order.
@@ -102,11 +103,9 @@ pub struct QueryLimits {
 /// that a runaway query gives its thread back.
 pub const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The default [`QueryLimits::threads`]: one per core. Since series are downsampled as they are
-/// decoded (no query holds all its raw points any more), splitting the 24 h devops Q2/Q4 reads
-/// over the 2 cores of the test machine took them from 5.6 to 3.9 ms and from 7.7 to 4.7 ms.
-/// (When every query materialized its points, page faults made two threads slower than one.)
-/// Small reads stay on one thread (`PARALLEL_MIN_SERIES_HOURS`).
+/// The default [`QueryLimits::threads`]: one per core. Series are downsampled as they are
+/// decoded, so a read split over the cores holds no more raw points than one thread's would, and
+/// a large read finishes sooner. Small reads stay on one thread (`PARALLEL_MIN_SERIES_HOURS`).
 pub const DEFAULT_QUERY_THREADS: usize = 0;
 
 impl Default for QueryLimits {
@@ -121,9 +120,9 @@ impl Default for QueryLimits {
     }
 }
 
-/// Converts one legacy tag value (JSON `tags`, URI braces) into a filter (§e.6): `*` is a grouping
-/// wildcard, a value with `*` a case-insensitive wildcard, `type(expr)` that filter, anything else
-/// `literal_or`.
+/// Converts one legacy tag value (JSON `tags`, URI braces) into a filter (OpenTSDB docs:
+/// `user_guide/query/filters`): `*` is a grouping wildcard, a value with `*` a case-insensitive
+/// wildcard, `type(expr)` that filter, anything else `literal_or`.
 pub(crate) fn tag_to_filter(tagk: &str, value: &str, group_by: bool) -> FilterSpec {
     let (kind, filter) = if value == "*" {
         ("wildcard".to_owned(), "*".to_owned())

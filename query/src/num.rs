@@ -1,97 +1,39 @@
-//! `Num`: one data point value, integer or floating point, as OpenTSDB keeps them apart, and the
-//! exact arithmetic the stages use on it.
+//! The exact arithmetic the stages use on tsdb's `Value` (integer or floating point, as OpenTSDB
+//! keeps them apart).
 //!
-//! Stages take and return series as `&[(i64 /* ts ms */, Num)]`. A point keeps the type it was
-//! written with and all its bits (exception #14). Over integers, sums are exact (an `i128`
+//! Stages take and return series as `&[(i64 /* ts ms */, Value)]`. A point keeps the type it was
+//! written with and all its bits (`docs/compat.md` #14). Over integers, sums are exact (an `i128`
 //! accumulator), and min, max, first, last and count pick or count values without converting
 //! them; a result that fits an `i64` is an integer, a sum past it a double. Floats are summed in
 //! order as doubles, as OpenTSDB does. Averages, deviations, percentiles and interpolated values
-//! are doubles, and become integers only when that is exact (exception #4). A rounded double is
-//! never labelled an integer.
+//! are doubles, and become integers only when that is exact (`docs/compat.md` #4). A rounded double
+//! is never labelled an integer.
 
 use std::cmp::Ordering;
 
-/// A data point value.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Num {
-    /// A 64-bit signed integer value.
-    Int(i64),
-    /// A double value (may be NaN after fill policies).
-    Float(f64),
-}
+use strata_tsdb::Value;
 
 /// 2^53: every integer of at most this magnitude is exactly a double, and so is every double
 /// result of integer inputs that stays within it only if no step rounded.
 const EXACT_F64_INT: f64 = 9_007_199_254_740_992.0;
 
-impl Num {
-    /// The value as `f64` (integers beyond 2^53 round).
-    pub fn to_f64(self) -> f64 {
-        match self {
-            Num::Int(v) => v as f64,
-            Num::Float(v) => v,
-        }
-    }
-
-    /// Whether this is an integer value.
-    pub fn is_int(self) -> bool {
-        matches!(self, Num::Int(_))
-    }
-
-    /// Whether this is a NaN double.
-    pub fn is_nan(self) -> bool {
-        matches!(self, Num::Float(v) if v.is_nan())
-    }
-
-    /// An exact integer result: an `Int` when it fits an `i64`, else the nearest double.
-    pub fn from_i128(v: i128) -> Num {
-        match i64::try_from(v) {
-            Ok(i) => Num::Int(i),
-            Err(_) => Num::Float(v as f64),
-        }
-    }
-
-    /// A double computed from values that were all integers (`int_inputs`): an `Int` only when
-    /// it is integral and within 2^53, where no integer result can have been rounded to it from
-    /// a neighbour; otherwise a `Float` (exception #4: no truncation, integers only when exact).
-    pub fn from_result(v: f64, int_inputs: bool) -> Num {
-        if int_inputs && v.fract() == 0.0 && v.abs() <= EXACT_F64_INT {
-            Num::Int(v as i64)
-        } else {
-            Num::Float(v)
-        }
-    }
-
-    /// Orders two values by their exact numeric value (an integer against a double without
-    /// rounding either); `None` when one is NaN.
-    pub fn exact_cmp(self, other: Num) -> Option<Ordering> {
-        match (self, other) {
-            (Num::Int(a), Num::Int(b)) => Some(a.cmp(&b)),
-            (Num::Float(a), Num::Float(b)) => a.partial_cmp(&b),
-            (Num::Int(a), Num::Float(b)) => cmp_int_float(a, b),
-            (Num::Float(a), Num::Int(b)) => cmp_int_float(b, a).map(Ordering::reverse),
-        }
+/// An exact integer result: an `Int` when it fits an `i64`, else the nearest double.
+pub(crate) fn from_i128(v: i128) -> Value {
+    match i64::try_from(v) {
+        Ok(i) => Value::Int(i),
+        Err(_) => Value::Float(v as f64),
     }
 }
 
-/// `i` against `f`, exactly.
-fn cmp_int_float(i: i64, f: f64) -> Option<Ordering> {
-    // 2^63: doubles at or past it are beyond every i64.
-    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
-    if f.is_nan() {
-        return None;
-    }
-    if f >= TWO_63 {
-        return Some(Ordering::Less);
-    }
-    if f < -TWO_63 {
-        return Some(Ordering::Greater);
-    }
-    // |floor(f)| <= 2^63 here, so it converts to i128 exactly.
-    let whole = f.floor();
-    match i128::from(i).cmp(&(whole as i128)) {
-        Ordering::Equal if f > whole => Some(Ordering::Less),
-        o => Some(o),
+/// A double computed from values that were all integers (`int_inputs`): an `Int` only when it
+/// is integral and within 2^53, where no integer result can have been rounded to it from a
+/// neighbour; otherwise a `Float` (`docs/compat.md` #4: no truncation, integers only when
+/// exact).
+pub(crate) fn from_result(v: f64, int_inputs: bool) -> Value {
+    if int_inputs && v.fract() == 0.0 && v.abs() <= EXACT_F64_INT {
+        Value::Int(v as i64)
+    } else {
+        Value::Float(v)
     }
 }
 
@@ -137,17 +79,17 @@ impl Default for ExactSum {
 impl ExactSum {
     /// Adds a value (a NaN is skipped).
     #[inline]
-    pub(crate) fn add(&mut self, v: Num) {
+    pub(crate) fn add(&mut self, v: Value) {
         match v {
-            Num::Int(i) => {
+            Value::Int(i) => {
                 self.ints += i128::from(i);
                 self.n_int += 1;
             }
-            Num::Float(f) if !f.is_nan() => {
+            Value::Float(f) if !f.is_nan() => {
                 self.floats += f;
                 self.n_float += 1;
             }
-            Num::Float(_) => {}
+            Value::Float(_) => {}
         }
     }
 
@@ -157,24 +99,24 @@ impl ExactSum {
     }
 
     /// The sum: an integer when every value was one and it fits an `i64`; NaN for no value.
-    pub(crate) fn sum(&self) -> Num {
+    pub(crate) fn sum(&self) -> Value {
         match (self.n_int, self.n_float) {
-            (0, 0) => Num::Float(f64::NAN),
-            (_, 0) => Num::from_i128(self.ints),
-            (0, _) => Num::Float(self.floats),
-            _ => Num::Float(add_int_to_float(self.ints, self.floats)),
+            (0, 0) => Value::Float(f64::NAN),
+            (_, 0) => from_i128(self.ints),
+            (0, _) => Value::Float(self.floats),
+            _ => Value::Float(add_int_to_float(self.ints, self.floats)),
         }
     }
 
     /// The mean: an integer only when every value was one and the division is exact.
-    pub(crate) fn mean(&self) -> Num {
+    pub(crate) fn mean(&self) -> Value {
         let n = self.count();
         match (self.n_int, self.n_float) {
-            (0, 0) => Num::Float(f64::NAN),
-            (_, 0) if self.ints % i128::from(n) == 0 => Num::from_i128(self.ints / i128::from(n)),
-            (_, 0) => Num::Float(self.ints as f64 / n as f64),
-            (0, _) => Num::Float(self.floats / n as f64),
-            _ => Num::Float(add_int_to_float(self.ints, self.floats) / n as f64),
+            (0, 0) => Value::Float(f64::NAN),
+            (_, 0) if self.ints % i128::from(n) == 0 => from_i128(self.ints / i128::from(n)),
+            (_, 0) => Value::Float(self.ints as f64 / n as f64),
+            (0, _) => Value::Float(self.floats / n as f64),
+            _ => Value::Float(add_int_to_float(self.ints, self.floats) / n as f64),
         }
     }
 }
@@ -199,35 +141,35 @@ impl Extreme {
     }
 
     #[inline]
-    pub(crate) fn add(&mut self, v: Num) {
+    pub(crate) fn add(&mut self, v: Value) {
         match v {
-            Num::Int(i) => {
+            Value::Int(i) => {
                 self.int = Some(match self.int {
                     Some(b) if self.max => b.max(i),
                     Some(b) => b.min(i),
                     None => i,
                 });
             }
-            Num::Float(f) if !f.is_nan() => {
+            Value::Float(f) if !f.is_nan() => {
                 self.float = Some(match self.float {
                     Some(b) if self.max => b.max(f),
                     Some(b) => b.min(f),
                     None => f,
                 });
             }
-            Num::Float(_) => {}
+            Value::Float(_) => {}
         }
     }
 
     /// The winner; NaN when no value was added. An integer and a double of equal value give
     /// the integer.
-    pub(crate) fn value(&self) -> Num {
+    pub(crate) fn value(&self) -> Value {
         match (self.int, self.float) {
-            (None, None) => Num::Float(f64::NAN),
-            (Some(i), None) => Num::Int(i),
-            (None, Some(f)) => Num::Float(f),
+            (None, None) => Value::Float(f64::NAN),
+            (Some(i), None) => Value::Int(i),
+            (None, Some(f)) => Value::Float(f),
             (Some(i), Some(f)) => {
-                let (i, f) = (Num::Int(i), Num::Float(f));
+                let (i, f) = (Value::Int(i), Value::Float(f));
                 match i.exact_cmp(f) {
                     Some(Ordering::Less) if self.max => f,
                     Some(Ordering::Greater) if !self.max => f,
@@ -239,7 +181,7 @@ impl Extreme {
 }
 
 /// A series: points in ascending timestamp order (milliseconds).
-pub type Point = (i64, Num);
+pub type Point = (i64, Value);
 
 /// Points as (time, is an integer, bits): equal only when types and bits are.
 #[cfg(test)]
@@ -247,8 +189,8 @@ pub(crate) fn typed_bits(points: &[Point]) -> Vec<(i64, bool, u64)> {
     points
         .iter()
         .map(|(t, n)| match n {
-            Num::Int(i) => (*t, true, *i as u64),
-            Num::Float(f) => (*t, false, f.to_bits()),
+            Value::Int(i) => (*t, true, *i as u64),
+            Value::Float(f) => (*t, false, f.to_bits()),
         })
         .collect()
 }
@@ -259,37 +201,37 @@ mod tests {
 
     #[test]
     fn from_result_only_exact_integers() {
-        assert_eq!(Num::from_result(3.0, true), Num::Int(3));
-        // 301.5 stays a double: no truncation (exception #4).
-        assert_eq!(Num::from_result(301.5, true), Num::Float(301.5));
-        assert_eq!(Num::from_result(3.0, false), Num::Float(3.0));
-        assert!(matches!(Num::from_result(f64::NAN, true), Num::Float(v) if v.is_nan()));
-        assert_eq!(Num::from_result(1e300, true), Num::Float(1e300));
+        assert_eq!(from_result(3.0, true), Value::Int(3));
+        // 301.5 stays a double: no truncation (`docs/compat.md` #4).
+        assert_eq!(from_result(301.5, true), Value::Float(301.5));
+        assert_eq!(from_result(3.0, false), Value::Float(3.0));
+        assert!(matches!(from_result(f64::NAN, true), Value::Float(v) if v.is_nan()));
+        assert_eq!(from_result(1e300, true), Value::Float(1e300));
         // Past 2^53 an integral double may be a rounded integer: it stays a double.
         assert_eq!(
-            Num::from_result(9_007_199_254_740_994.0, true),
-            Num::Float(9_007_199_254_740_994.0)
+            from_result(9_007_199_254_740_994.0, true),
+            Value::Float(9_007_199_254_740_994.0)
         );
-        assert_eq!(Num::Int(-4).to_f64(), -4.0);
+        assert_eq!(Value::Int(-4).as_f64(), -4.0);
     }
 
     #[test]
     fn integer_sums_are_exact_and_wide() {
         let mut s = ExactSum::default();
-        s.add(Num::Int(i64::MAX));
-        s.add(Num::Int(i64::MAX));
-        assert_eq!(s.sum(), Num::Float(2.0 * 9_223_372_036_854_775_807.0));
-        s.add(Num::Int(i64::MIN));
-        s.add(Num::Int(i64::MIN));
-        assert_eq!(s.sum(), Num::Int(-2));
+        s.add(Value::Int(i64::MAX));
+        s.add(Value::Int(i64::MAX));
+        assert_eq!(s.sum(), Value::Float(2.0 * 9_223_372_036_854_775_807.0));
+        s.add(Value::Int(i64::MIN));
+        s.add(Value::Int(i64::MIN));
+        assert_eq!(s.sum(), Value::Int(-2));
         let mut s = ExactSum::default();
-        s.add(Num::Int(9_007_199_254_740_993));
-        s.add(Num::Float(f64::NAN));
-        assert_eq!(s.sum(), Num::Int(9_007_199_254_740_993));
-        assert_eq!(s.mean(), Num::Int(9_007_199_254_740_993));
-        s.add(Num::Int(0));
-        assert!(matches!(s.mean(), Num::Float(_)));
-        assert!(ExactSum::default().sum().to_f64().is_nan());
+        s.add(Value::Int(9_007_199_254_740_993));
+        s.add(Value::Float(f64::NAN));
+        assert_eq!(s.sum(), Value::Int(9_007_199_254_740_993));
+        assert_eq!(s.mean(), Value::Int(9_007_199_254_740_993));
+        s.add(Value::Int(0));
+        assert!(matches!(s.mean(), Value::Float(_)));
+        assert!(ExactSum::default().sum().as_f64().is_nan());
     }
 
     #[test]
@@ -297,9 +239,9 @@ mod tests {
         // 2^53 + 1 + 0.5 = 9007199254740993.5: the nearest double is 2^53 + 2; adding the
         // rounded integer first would give 2^53.
         let mut s = ExactSum::default();
-        s.add(Num::Int(9_007_199_254_740_993));
-        s.add(Num::Float(0.5));
-        assert_eq!(s.sum(), Num::Float(9_007_199_254_740_994.0));
+        s.add(Value::Int(9_007_199_254_740_993));
+        s.add(Value::Float(0.5));
+        assert_eq!(s.sum(), Value::Float(9_007_199_254_740_994.0));
         assert_eq!(add_int_to_float(1, 2.5), 3.5);
         assert_eq!(add_int_to_float(0, -0.0), 0.0);
         assert!(add_int_to_float(5, f64::NAN).is_nan());
@@ -308,28 +250,31 @@ mod tests {
 
     #[test]
     fn exact_comparison() {
-        let big = Num::Int(9_007_199_254_740_993);
-        let near = Num::Float(9_007_199_254_740_992.0);
+        let big = Value::Int(9_007_199_254_740_993);
+        let near = Value::Float(9_007_199_254_740_992.0);
         assert_eq!(big.exact_cmp(near), Some(Ordering::Greater));
         assert_eq!(near.exact_cmp(big), Some(Ordering::Less));
-        assert_eq!(Num::Int(2).exact_cmp(Num::Float(2.5)), Some(Ordering::Less));
         assert_eq!(
-            Num::Int(-3).exact_cmp(Num::Float(-2.5)),
+            Value::Int(2).exact_cmp(Value::Float(2.5)),
             Some(Ordering::Less)
         );
         assert_eq!(
-            Num::Int(2).exact_cmp(Num::Float(2.0)),
+            Value::Int(-3).exact_cmp(Value::Float(-2.5)),
+            Some(Ordering::Less)
+        );
+        assert_eq!(
+            Value::Int(2).exact_cmp(Value::Float(2.0)),
             Some(Ordering::Equal)
         );
         assert_eq!(
-            Num::Int(i64::MAX).exact_cmp(Num::Float(9.3e18)),
+            Value::Int(i64::MAX).exact_cmp(Value::Float(9.3e18)),
             Some(Ordering::Less)
         );
         assert_eq!(
-            Num::Int(i64::MIN).exact_cmp(Num::Float(-9.3e18)),
+            Value::Int(i64::MIN).exact_cmp(Value::Float(-9.3e18)),
             Some(Ordering::Greater)
         );
-        assert_eq!(Num::Int(1).exact_cmp(Num::Float(f64::NAN)), None);
+        assert_eq!(Value::Int(1).exact_cmp(Value::Float(f64::NAN)), None);
     }
 
     #[test]
@@ -337,17 +282,17 @@ mod tests {
         let mut max = Extreme::new(true);
         let mut min = Extreme::new(false);
         for v in [
-            Num::Int(9_007_199_254_740_993),
-            Num::Float(9_007_199_254_740_992.0),
-            Num::Float(f64::NAN),
-            Num::Int(-7),
-            Num::Float(-6.5),
+            Value::Int(9_007_199_254_740_993),
+            Value::Float(9_007_199_254_740_992.0),
+            Value::Float(f64::NAN),
+            Value::Int(-7),
+            Value::Float(-6.5),
         ] {
             max.add(v);
             min.add(v);
         }
-        assert_eq!(max.value(), Num::Int(9_007_199_254_740_993));
-        assert_eq!(min.value(), Num::Int(-7));
+        assert_eq!(max.value(), Value::Int(9_007_199_254_740_993));
+        assert_eq!(min.value(), Value::Int(-7));
         assert!(Extreme::new(true).value().is_nan());
     }
 }

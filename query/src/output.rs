@@ -1,10 +1,11 @@
-//! OpenTSDB's `/api/query` JSON (§c.3, §e.9) and error body (§c.1).
+//! OpenTSDB's `/api/query` JSON (OpenTSDB docs: `api_http/query`, `api_http/query (response)`) and
+//! error body (OpenTSDB docs: `api_http/index (errors)`).
 //!
 //! Written by hand so fields keep OpenTSDB's order and `dps` stays in ascending time order.
-//! Integers are JSON integers, doubles keep a fraction (`3.0`), NaN is the string `"NaN"` (or `null`
-//! with fill policy `null`); JSON has no infinity, so ±∞ are the strings `"Infinity"`/`"-Infinity"`.
-//! Strata difference (exception #5): without `msResolution` only the last point within each second
-//! is written, so keys are never duplicated.
+//! Integers are JSON integers, doubles keep a fraction (`3.0`), NaN is the string `"NaN"` (or
+//! `null` with fill policy `null`); JSON has no infinity, so ±∞ are the strings
+//! `"Infinity"`/`"-Infinity"`. Strata difference (`docs/compat.md` #5): without `msResolution` only
+//! the last point within each second is written, so keys are never duplicated.
 
 use std::borrow::Cow;
 use std::io::Write as _;
@@ -15,7 +16,8 @@ use strata_tsdb::Annotation;
 use crate::error::Error;
 use crate::exec::ResultGroup;
 use crate::model::{SubQuery, TsQuery};
-use crate::num::{Num, Point};
+use crate::num::Point;
+use strata_tsdb::Value;
 
 fn push_str(out: &mut Vec<u8>, s: &str) {
     // What serde_json escapes: quotes, backslashes and control characters. Names rarely have
@@ -60,18 +62,18 @@ fn push_str_list(out: &mut Vec<u8>, list: &[String]) {
     out.push(b']');
 }
 
-fn push_value(out: &mut Vec<u8>, v: Num, nan_as_null: bool) {
+fn push_value(out: &mut Vec<u8>, v: Value, nan_as_null: bool) {
     match v {
-        Num::Int(i) => out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes()),
-        Num::Float(f) if f.is_nan() => {
+        Value::Int(i) => out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes()),
+        Value::Float(f) if f.is_nan() => {
             out.extend_from_slice(if nan_as_null { b"null" } else { b"\"NaN\"" });
         }
-        Num::Float(f) if f.is_infinite() => out.extend_from_slice(if f > 0.0 {
+        Value::Float(f) if f.is_infinite() => out.extend_from_slice(if f > 0.0 {
             b"\"Infinity\""
         } else {
             b"\"-Infinity\""
         }),
-        Num::Float(f) => push_double(out, f),
+        Value::Float(f) => push_double(out, f),
     }
 }
 
@@ -87,7 +89,7 @@ fn push_double(out: &mut Vec<u8>, v: f64) {
 }
 
 /// Appends one `dps` entry: `"<key>":<value>`, or `[<key>,<value>]` with `arrays`.
-fn push_point(out: &mut Vec<u8>, key: i64, v: Num, arrays: bool, nan_as_null: bool) {
+fn push_point(out: &mut Vec<u8>, key: i64, v: Value, arrays: bool, nan_as_null: bool) {
     let mut ts = itoa::Buffer::new();
     let key = ts.format(key).as_bytes();
     // The longest value (a double in E form) is under 32 bytes.
@@ -298,27 +300,27 @@ mod tests {
     #[test]
     fn values_and_seconds() {
         let pts = vec![
-            (1_000, Num::Int(1)),
-            (1_500, Num::Int(2)),
-            (2_000, Num::Float(3.0)),
-            (3_000, Num::Float(f64::NAN)),
+            (1_000, Value::Int(1)),
+            (1_500, Value::Int(2)),
+            (2_000, Value::Float(3.0)),
+            (3_000, Value::Float(f64::NAN)),
         ];
         let k = keyed_points(&pts, false);
         assert_eq!(k.len(), 3);
-        assert_eq!(&k[..2], &[(1, Num::Int(2)), (2, Num::Float(3.0))]);
-        assert!(matches!(k[2], (3, Num::Float(f)) if f.is_nan()));
+        assert_eq!(&k[..2], &[(1, Value::Int(2)), (2, Value::Float(3.0))]);
+        assert!(matches!(k[2], (3, Value::Float(f)) if f.is_nan()));
         let mut s = Vec::new();
-        push_value(&mut s, Num::Float(3.0), false);
+        push_value(&mut s, Value::Float(3.0), false);
         s.push(b' ');
-        push_value(&mut s, Num::Float(f64::NAN), false);
+        push_value(&mut s, Value::Float(f64::NAN), false);
         s.push(b' ');
-        push_value(&mut s, Num::Float(f64::NAN), true);
+        push_value(&mut s, Value::Float(f64::NAN), true);
         s.push(b' ');
-        push_value(&mut s, Num::Int(-7), true);
+        push_value(&mut s, Value::Int(-7), true);
         s.push(b' ');
-        push_point(&mut s, 17, Num::Float(f64::INFINITY), false, false);
+        push_point(&mut s, 17, Value::Float(f64::INFINITY), false, false);
         s.push(b' ');
-        push_point(&mut s, -1, Num::Float(-2.5e-7), true, false);
+        push_point(&mut s, -1, Value::Float(-2.5e-7), true, false);
         assert_eq!(
             String::from_utf8(s).unwrap(),
             "3.0 \"NaN\" null -7 \"17\":\"Infinity\" [-1,-2.5E-7]"

@@ -1,10 +1,10 @@
-//! `/api/query` request parsers (§c.3): the POST JSON body and the GET query string (`m=`,
-//! `tsuid=`), both producing a [`TsQuery`].
+//! `/api/query` request parsers (OpenTSDB docs: `api_http/query`): the POST JSON body and the GET
+//! query string (`m=`, `tsuid=`), both producing a [`TsQuery`].
 //!
-//! The JSON parser is as lenient as OpenTSDB's Jackson set-up: unknown keys are ignored, times may be
-//! numbers or strings, booleans may be strings (`"true"`) or numbers, and `tags` may be `[]`.
+//! The JSON parser is as lenient as OpenTSDB's Jackson set-up: unknown keys are ignored, times may
+//! be numbers or strings, booleans may be strings (`"true"`) or numbers, and `tags` may be `[]`.
 //! Validation of times, aggregators and downsample specs happens in `exec`, in OpenTSDB's order.
-//! Strata difference (exception #9): a malformed filter in `m=` is a 400 naming the problem.
+//! Strata difference (`docs/compat.md` #9): a malformed filter in `m=` is a 400 naming the problem.
 
 use std::collections::BTreeMap;
 
@@ -402,8 +402,8 @@ pub fn parse_tsuid_param(spec: &str) -> Result<SubQuery> {
     Ok(sub)
 }
 
-/// Splits `metric{group-by filters}{other filters}` (§e.6): tags syntax in both braces, the first
-/// grouping and the second not.
+/// Splits `metric{group-by filters}{other filters}` (OpenTSDB docs: `user_guide/query/filters`):
+/// tags syntax in both braces, the first grouping and the second not.
 fn parse_metric_filters(text: &str) -> Result<(String, Vec<FilterSpec>, BTreeMap<String, String>)> {
     let Some(open) = text.find('{') else {
         return Ok((text.to_owned(), Vec::new(), BTreeMap::new()));

@@ -1,10 +1,12 @@
-//! Rate of change of one series (§e.5), per second, with OpenTSDB's counter options.
+//! Rate of change of one series (OpenTSDB docs: `api_http/query (rate options)`), per second, with
+//! OpenTSDB's counter options.
 //!
-//! Strata difference (exception #3): there is no seed rate against the point (0, 0). The first point
-//! of a series yields nothing, so a series has no value before its second point, and the aggregation
-//! stage leaves it out there.
+//! Strata difference (`docs/compat.md` #3): there is no seed rate against the point (0, 0). The
+//! first point of a series yields nothing, so a series has no value before its second point, and
+//! the aggregation stage leaves it out there.
 
-use crate::num::{Num, Point};
+use crate::num::Point;
+use strata_tsdb::Value;
 
 /// Rate options (`rateOptions` JSON, `rate{counter,<max>,<reset>}` URI).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,19 +34,19 @@ impl Default for RateOptions {
 
 /// The difference `b − a`: 64-bit integer arithmetic when both are integers (wrapping as Java's
 /// long does), else doubles.
-fn difference(a: Num, b: Num) -> f64 {
+fn difference(a: Value, b: Value) -> f64 {
     match (a, b) {
-        (Num::Int(a), Num::Int(b)) => b.wrapping_sub(a) as f64,
-        _ => b.to_f64() - a.to_f64(),
+        (Value::Int(a), Value::Int(b)) => b.wrapping_sub(a) as f64,
+        _ => b.as_f64() - a.as_f64(),
     }
 }
 
 /// Converts a series (sorted by time, unique timestamps) to its per-second rate.
 ///
-/// For consecutive points `(t0, v0), (t1, v1)` the output at `t1` is `(v1 − v0) / ((t1 − t0) / 1000)`.
-/// With `counter`, a decrease is a rollover: with `drop_resets` no value is produced at `t1` (the
-/// next rate starts from `t1`), otherwise the rate is `(counter_max − v0 + v1) / Δt`, replaced by 0.0
-/// when `reset_value > 0` and the rate exceeds it. Every output is a `Num::Float`.
+/// For consecutive points `(t0, v0), (t1, v1)` the output at `t1` is `(v1 − v0) / ((t1 − t0) /
+/// 1000)`. With `counter`, a decrease is a rollover: with `drop_resets` no value is produced at
+/// `t1` (the next rate starts from `t1`), otherwise the rate is `(counter_max − v0 + v1) / Δt`,
+/// replaced by 0.0 when `reset_value > 0` and the rate exceeds it. Every output is a `Value::Float`.
 pub fn rate(points: &[Point], options: &RateOptions) -> Vec<Point> {
     let mut out = Vec::with_capacity(points.len().saturating_sub(1));
     for pair in points.windows(2) {
@@ -61,10 +63,10 @@ pub fn rate(points: &[Point], options: &RateOptions) -> Vec<Point> {
                 continue;
             }
             diff = match (v0, v1) {
-                (Num::Int(a), Num::Int(b)) => {
+                (Value::Int(a), Value::Int(b)) => {
                     options.counter_max.wrapping_sub(a).wrapping_add(b) as f64
                 }
-                _ => options.counter_max as f64 - v0.to_f64() + v1.to_f64(),
+                _ => options.counter_max as f64 - v0.as_f64() + v1.as_f64(),
             };
             rollover = true;
         }
@@ -72,7 +74,7 @@ pub fn rate(points: &[Point], options: &RateOptions) -> Vec<Point> {
         if rollover && options.reset_value > 0 && value > options.reset_value as f64 {
             value = 0.0;
         }
-        out.push((t1, Num::Float(value)));
+        out.push((t1, Value::Float(value)));
     }
     out
 }
@@ -88,7 +90,7 @@ mod tests {
         values
             .iter()
             .enumerate()
-            .map(|(i, &v)| (T + i as i64 * S30, Num::Int(v)))
+            .map(|(i, &v)| (T + i as i64 * S30, Value::Int(v)))
             .collect()
     }
 
@@ -107,17 +109,20 @@ mod tests {
         let out = rate(&ints(&[45, 75, 15]), &RateOptions::default());
         assert_eq!(
             out,
-            vec![(T + S30, Num::Float(1.0)), (T + 2 * S30, Num::Float(-2.0))]
+            vec![
+                (T + S30, Value::Float(1.0)),
+                (T + 2 * S30, Value::Float(-2.0))
+            ]
         );
     }
 
     #[test]
     fn millisecond_data_is_still_per_second() {
         // 10 over 500 ms = 20 per second
-        let pts = vec![(T, Num::Float(1.5)), (T + 500, Num::Float(11.5))];
+        let pts = vec![(T, Value::Float(1.5)), (T + 500, Value::Float(11.5))];
         assert_eq!(
             rate(&pts, &RateOptions::default()),
-            vec![(T + 500, Num::Float(20.0))]
+            vec![(T + 500, Value::Float(20.0))]
         );
     }
 
@@ -127,7 +132,10 @@ mod tests {
         let out = rate(&ints(&[45, 75, 5]), &counter(100, 0, false));
         assert_eq!(
             out,
-            vec![(T + S30, Num::Float(1.0)), (T + 2 * S30, Num::Float(1.0))]
+            vec![
+                (T + S30, Value::Float(1.0)),
+                (T + 2 * S30, Value::Float(1.0))
+            ]
         );
     }
 
@@ -137,14 +145,17 @@ mod tests {
         let out = rate(&ints(&[45, 75, 25]), &counter(10_000, 35, false));
         assert_eq!(
             out,
-            vec![(T + S30, Num::Float(1.0)), (T + 2 * S30, Num::Float(0.0))]
+            vec![
+                (T + S30, Value::Float(1.0)),
+                (T + 2 * S30, Value::Float(0.0))
+            ]
         );
         // resetValue is not consulted for ordinary rates: 0 -> 3000 in 30 s = 100 > 35, kept
         let out = rate(&ints(&[0, 3000]), &counter(10_000, 35, false));
-        assert_eq!(out, vec![(T + S30, Num::Float(100.0))]);
+        assert_eq!(out, vec![(T + S30, Value::Float(100.0))]);
         // rollover rate below resetValue is kept: (100-90+20)/30 = 1.0 <= 35
         let out = rate(&ints(&[90, 20]), &counter(100, 35, false));
-        assert_eq!(out, vec![(T + S30, Num::Float(1.0))]);
+        assert_eq!(out, vec![(T + S30, Value::Float(1.0))]);
     }
 
     #[test]
@@ -154,7 +165,10 @@ mod tests {
         let out = rate(&ints(&[45, 75, 25, 55]), &counter(i64::MAX, 0, true));
         assert_eq!(
             out,
-            vec![(T + S30, Num::Float(1.0)), (T + 3 * S30, Num::Float(1.0))]
+            vec![
+                (T + S30, Value::Float(1.0)),
+                (T + 3 * S30, Value::Float(1.0))
+            ]
         );
     }
 
@@ -167,21 +181,24 @@ mod tests {
         );
         assert_eq!(
             out,
-            vec![(T + S30, Num::Float(1.0)), (T + 2 * S30, Num::Float(1.0))]
+            vec![
+                (T + S30, Value::Float(1.0)),
+                (T + 2 * S30, Value::Float(1.0))
+            ]
         );
     }
 
     #[test]
     fn float_counter_rollover() {
         // 90.0 -> 10.0 with max 100: (100 - 90 + 10)/30 = 20/30
-        let pts = vec![(T, Num::Float(90.0)), (T + S30, Num::Float(10.0))];
+        let pts = vec![(T, Value::Float(90.0)), (T + S30, Value::Float(10.0))];
         let out = rate(&pts, &counter(100, 0, false));
-        assert_eq!(out, vec![(T + S30, Num::Float(20.0 / 30.0))]);
+        assert_eq!(out, vec![(T + S30, Value::Float(20.0 / 30.0))]);
     }
 
     #[test]
     fn single_point_and_empty_give_nothing() {
-        // exception #3: no seed rate against (0, 0)
+        // `docs/compat.md` #3: no seed rate against (0, 0)
         assert!(rate(&ints(&[42]), &RateOptions::default()).is_empty());
         assert!(rate(&[], &RateOptions::default()).is_empty());
     }

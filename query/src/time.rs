@@ -1,8 +1,9 @@
-//! Query time parsing (§e.1): relative (`1h-ago`), `now`, `<n>ms`, epoch seconds or milliseconds by
-//! digit count, and absolute `yyyy/MM/dd[-HH:mm[:ss]]` dates in a time zone.
+//! Query time parsing (OpenTSDB docs: `user_guide/query/dates`): relative (`1h-ago`), `now`,
+//! `<n>ms`, epoch seconds or milliseconds by digit count, and absolute `yyyy/MM/dd[-HH:mm[:ss]]`
+//! dates in a time zone.
 //!
-//! The current time is a parameter, so results are deterministic. Durations (§e.1 grammar) are shared
-//! with downsample intervals.
+//! The current time is a parameter, so results are deterministic. Durations (OpenTSDB docs:
+//! `user_guide/query/dates`) are shared with downsample intervals.
 
 use chrono::{NaiveDate, NaiveDateTime, TimeZone};
 use chrono_tz::Tz;
@@ -33,9 +34,9 @@ fn duration_error(input: &str, message: String) -> Error {
 
 /// Parses an OpenTSDB duration (`30s`, `1h`, `500ms`, `2w`, `1n`, `1y`) into milliseconds.
 ///
-/// Leading decimal digits (> 0), then the last character (case-insensitive) is the unit; `s` preceded
-/// by a lower-case `m` means milliseconds. Characters between digits and the unit are ignored, as in
-/// OpenTSDB (`5foom` is 5 minutes).
+/// Leading decimal digits (> 0), then the last character (case-insensitive) is the unit; `s`
+/// preceded by a lower-case `m` means milliseconds. Characters between digits and the unit are
+/// ignored, as in OpenTSDB (`5foom` is 5 minutes).
 pub fn parse_duration(input: &str) -> Result<i64> {
     let digits = input.bytes().take_while(u8::is_ascii_digit).count();
     if digits == input.len() && digits > 0 {
@@ -112,8 +113,8 @@ pub fn parse_time(input: &str, now_ms: i64, tz: Tz) -> Result<Option<i64>> {
 
 /// Parses a query's `start` and optional `end` into `(start_ms, end_ms)`.
 ///
-/// An empty start is `Missing start time`; an absent or empty end is `now_ms`; the end must be after
-/// the start (`End time [..] must be greater than the start time [..]`).
+/// An empty start is `Missing start time`; an absent or empty end is `now_ms`; the end must be
+/// after the start (`End time [..] must be greater than the start time [..]`).
 pub fn parse_time_range(start: &str, end: Option<&str>, now_ms: i64, tz: Tz) -> Result<(i64, i64)> {
     let start_ms = parse_time(start, now_ms, tz)?.ok_or(Error::MissingStart)?;
     let end_ms = match end {
@@ -200,8 +201,8 @@ fn parse_absolute(input: &str, tz: Tz) -> Result<i64> {
 }
 
 /// Converts a civil time in `tz` to epoch ms. An ambiguous time (DST fall-back) takes the earlier
-/// instant; a time in a DST gap is read with the offset in force just before the gap, which moves it
-/// forward like Java's lenient calendar.
+/// instant; a time in a DST gap is read with the offset in force just before the gap, which moves
+/// it forward like Java's lenient calendar.
 pub(crate) fn local_to_utc_ms(naive: NaiveDateTime, tz: Tz) -> i64 {
     match tz.from_local_datetime(&naive).earliest() {
         Some(dt) => dt.timestamp_millis(),

@@ -1,7 +1,7 @@
-//! The scan window (§e.2 step 3): the whole-hour range of data read around a query, so that
-//! interpolation, rates and downsampling have the neighbouring points they need at the edges.
-//! Calendar intervals use the same fixed-ms arithmetic (`n` = 30 days, `y` = 365 days), as
-//! OpenTSDB does; `all` counts as no interval.
+//! The scan window (OpenTSDB docs: `user_guide/query (order of operations)`): the whole-hour range
+//! of data read around a query, so that interpolation, rates and downsampling have the neighbouring
+//! points they need at the edges. Calendar intervals use the same fixed-ms arithmetic (`n` = 30
+//! days, `y` = 365 days), as OpenTSDB does; `all` counts as no interval.
 
 use crate::downsample::Interval;
 

@@ -192,7 +192,7 @@ pub(crate) async fn query(req: hyper::Request<hyper::body::Incoming>, shared: &S
         now_ms,
     };
     // A heavy query gives its worker thread's other connections to another thread meanwhile.
-    let resp = strata_query::handle_query_request_offloaded(&tsdb, &request, &limits, &|work| {
+    let resp = strata_query::handle_query(&tsdb, &request, &limits, &|work| {
         tokio::task::block_in_place(work)
     });
     typed(resp.status, resp.content_type, resp.body)

@@ -33,7 +33,7 @@ pub fn compact_all(tsdb: &strata_tsdb::Tsdb) -> strata_tsdb::Result<CompactRepor
     let started = Instant::now();
     let rows = tsdb.rowcompact_all()?;
     tsdb.flush()?;
-    tsdb.engine().compact_all()?;
+    tsdb.compact_all()?;
     Ok(CompactReport {
         rows,
         duration_ms: started.elapsed().as_millis() as u64,

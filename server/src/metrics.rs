@@ -545,7 +545,7 @@ impl Metrics {
     }
 
     fn refresh(&self, tsdb: &strata_tsdb::Tsdb) {
-        let e = tsdb.engine().stats();
+        let e = tsdb.engine_stats();
         let g = &self.engine;
         let secs = |micros: u64| micros as f64 / 1e6;
         g.memtable_bytes.set(gauge_value(e.memtable_bytes));

@@ -67,7 +67,7 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Stat> {
         t.rowcompact_cells_folded,
         &[("type", "cells")],
     ));
-    let e = shared.tsdb.engine().stats();
+    let e = shared.tsdb.engine_stats();
     out.push(stat("storage.memtable.bytes", e.memtable_bytes, &[]));
     for (i, level) in e.levels.iter().enumerate() {
         let l = i.to_string();

@@ -424,7 +424,12 @@ mod tests {
         assert_eq!(tags.first[0].0.line, 6);
         let text = summary.to_string();
         assert!(text.contains("a.txt:4: invalid value"), "{text}");
-        let got = tsdb.read("sys.cpu", &[], 0, i64::MAX / 2)?;
+        let got = tsdb.read(&strata_tsdb::ReadRequest::metric(
+            "sys.cpu",
+            &[],
+            0,
+            i64::MAX / 2,
+        ))?;
         let mut n: Vec<usize> = got.iter().map(|s| s.points.len()).collect();
         n.sort();
         assert_eq!(n, vec![1, 3]);

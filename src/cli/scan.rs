@@ -13,10 +13,10 @@
 //! ```
 
 use std::io::Write;
+use std::ops::ControlFlow;
 
 use anyhow::Context;
-use strata_engine::{Cell, ScanOptions};
-use strata_tsdb::{ROW_SPAN_SECS, RowKey, UidKind, Value, decode_block};
+use strata_tsdb::{InspectRequest, StoredCell, StoredRow, UidKind, Value};
 
 use strata_server::{Config, StorageArgs};
 
@@ -39,9 +39,6 @@ pub(crate) struct ScanArgs {
     #[arg(long)]
     pub(crate) limit: Option<usize>,
 }
-
-/// Name of the engine table that holds data rows (the tsdb layer's `tsdb` table).
-const DATA_TABLE: &str = "tsdb";
 
 /// A query-style time in seconds: more than 10 digits is milliseconds.
 fn to_secs(t: i64) -> i64 {
@@ -79,126 +76,56 @@ pub(crate) fn scan(
     args: &ScanArgs,
     out: &mut impl Write,
 ) -> anyhow::Result<usize> {
-    let db = tsdb.engine();
-    let Some(table) = db.table(DATA_TABLE) else {
-        return Ok(0);
-    };
-    let start = args.start.map(to_secs).unwrap_or(0).max(0);
-    let end = args.end.map(to_secs).unwrap_or(i64::MAX);
-    // Rows whose hour [base, base + 3600) meets [start, end].
-    let in_range = |base: u32| {
-        let base = i64::from(base);
-        base + i64::from(ROW_SPAN_SECS) > start && base <= end
-    };
-    let ranges: Vec<ScanOptions> = match &args.metric {
-        None => vec![ScanOptions::default()],
-        Some(m) => {
-            let uid = match tsdb.uid(UidKind::Metric, m) {
-                Ok(uid) => uid,
-                Err(e) if e.kind() == strata_tsdb::ErrorKind::NotFound => return Ok(0),
-                Err(e) => return Err(e.into()),
-            };
-            (0..tsdb.salt_buckets().max(1))
-                .map(|salt| metric_range(salt, uid.to_bytes(), start, end))
-                .collect()
-        }
+    let req = InspectRequest {
+        metric: args.metric.as_deref(),
+        start_s: args.start.map(to_secs).unwrap_or(0),
+        end_s: args.end.map(to_secs).unwrap_or(i64::MAX),
     };
     let limit = args.limit.unwrap_or(usize::MAX);
     let mut printed = 0;
-    let mut names = Names::new(tsdb);
-    for opts in ranges {
-        for row in db.scan(&table, &opts).context("scanning data rows")? {
-            if printed >= limit {
-                return Ok(printed);
-            }
-            let row = row.context("reading a data row")?;
-            let key = match RowKey::decode(&row.key) {
-                Ok(k) => k,
-                Err(e) => {
-                    writeln!(out, "row {} (undecodable rowkey: {e})", hex(&row.key))?;
-                    printed += 1;
-                    continue;
-                }
-            };
-            if !in_range(key.base_time) {
-                continue;
-            }
-            write_row(out, &key, &row.cells, &mut names)?;
-            printed += 1;
-        }
+    if limit == 0 {
+        return Ok(0);
     }
+    tsdb.inspect_rows(&req, |row| -> anyhow::Result<ControlFlow<()>> {
+        write_row(out, &row, tsdb)?;
+        printed += 1;
+        Ok(if printed >= limit {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    })
+    .context("scanning data rows")?;
     Ok(printed)
 }
 
-/// The scan range of one salt bucket for a metric and a time range (seconds).
-fn metric_range(salt: u8, metric: [u8; 3], start: i64, end: i64) -> ScanOptions {
-    let mut prefix = vec![salt];
-    prefix.extend_from_slice(&metric);
-    let first_hour = start - start.rem_euclid(i64::from(ROW_SPAN_SECS));
-    let mut from = prefix.clone();
-    from.extend_from_slice(&u32::try_from(first_hour).unwrap_or(u32::MAX).to_be_bytes());
-    let stop_hour = end
-        .saturating_sub(end.rem_euclid(i64::from(ROW_SPAN_SECS)))
-        .saturating_add(i64::from(ROW_SPAN_SECS));
-    let stop = match u32::try_from(stop_hour) {
-        Ok(h) => {
-            let mut s = prefix;
-            s.extend_from_slice(&h.to_be_bytes());
-            Some(s)
-        }
-        // Past the last representable hour: to the end of the metric's prefix.
-        Err(_) => prefix_end(&prefix),
-    };
-    ScanOptions {
-        start: Some(from),
-        stop,
-        ..ScanOptions::default()
-    }
-}
-
-fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return Some(end);
-        }
-    }
-    None
-}
-
-/// UID-to-name lookups; a UID with no name prints as its hex.
-struct Names<'t> {
-    tsdb: &'t strata_tsdb::Tsdb,
-}
-
-impl<'t> Names<'t> {
-    fn new(tsdb: &'t strata_tsdb::Tsdb) -> Self {
-        Names { tsdb }
-    }
-
-    fn name(&mut self, kind: UidKind, uid: strata_tsdb::Uid) -> String {
-        self.tsdb
-            .uid_name(kind, uid)
-            .unwrap_or_else(|_| format!("<{} uid {}>", kind.as_str(), hex(&uid.to_bytes())))
-    }
+/// The name of a UID; a UID with no name prints as its hex.
+fn name(tsdb: &strata_tsdb::Tsdb, kind: UidKind, uid: strata_tsdb::Uid) -> String {
+    tsdb.uid_name(kind, uid)
+        .unwrap_or_else(|_| format!("<{} uid {}>", kind.as_str(), hex(&uid.to_bytes())))
 }
 
 fn write_row(
     out: &mut impl Write,
-    key: &RowKey,
-    cells: &[Cell],
-    names: &mut Names<'_>,
+    row: &StoredRow,
+    tsdb: &strata_tsdb::Tsdb,
 ) -> anyhow::Result<()> {
-    let metric = names.name(UidKind::Metric, key.tsuid.metric());
+    let key = match &row.rowkey {
+        Ok(k) => k,
+        Err(e) => {
+            writeln!(out, "row {} (undecodable rowkey: {e})", hex(&row.key))?;
+            return Ok(());
+        }
+    };
+    let metric = name(tsdb, UidKind::Metric, key.tsuid.metric());
     let tags: Vec<String> = key
         .tsuid
         .tags()
         .map(|(k, v)| {
             format!(
                 "{}={}",
-                names.name(UidKind::Tagk, k),
-                names.name(UidKind::Tagv, v)
+                name(tsdb, UidKind::Tagk, k),
+                name(tsdb, UidKind::Tagv, v)
             )
         })
         .collect();
@@ -209,34 +136,37 @@ fn write_row(
         iso8601(i64::from(key.base_time)),
         key.base_time,
         tags.join(", "),
-        cells.len()
+        row.cells.len()
     )?;
     let base_ms = i64::from(key.base_time) * 1000;
-    for cell in cells {
-        if cell.column.is_empty() {
-            write_block(out, "block", base_ms, &cell.value)?;
-            continue;
-        }
-        // A flush's partial block: 0xFF and the engine sequence number (tsdb/FORMAT.md).
-        if let [0xFF, seq @ ..] = &cell.column[..]
-            && let Ok(seq) = <[u8; 8]>::try_from(seq)
-        {
-            let label = format!("partial block (flush seq {})", u64::from_be_bytes(seq));
-            write_block(out, &label, base_ms, &cell.value)?;
-            continue;
-        }
-        match decode_raw_cell(&cell.column, &cell.value) {
-            Ok((offset, value)) => writeln!(
+    for cell in &row.cells {
+        match cell {
+            StoredCell::Raw { offset_ms, value } => writeln!(
                 out,
                 "  {:<10}  raw   {}",
-                offset_text(i64::from(offset)),
-                value_text(value)
+                offset_text(i64::from(*offset_ms)),
+                value_text(*value)
             )?,
-            Err(e) => writeln!(
+            StoredCell::Block {
+                flush_seq,
+                bytes,
+                points,
+            } => {
+                let label = match flush_seq {
+                    None => "block".to_string(),
+                    Some(seq) => format!("partial block (flush seq {seq})"),
+                };
+                write_block(out, &label, base_ms, bytes, points)?;
+            }
+            StoredCell::Bad {
+                column,
+                value,
+                error,
+            } => writeln!(
                 out,
-                "  column {} value {}: {e}",
-                hex(&cell.column),
-                hex(&cell.value)
+                "  column {} value {}: {error}",
+                hex(column),
+                hex(value)
             )?,
         }
     }
@@ -248,16 +178,19 @@ fn write_block(
     label: &str,
     base_ms: i64,
     bytes: &[u8],
+    points: &strata_tsdb::Result<Vec<(i64, Value)>>,
 ) -> anyhow::Result<()> {
-    let mut points = Vec::new();
-    if let Err(e) = decode_block(bytes, &mut points) {
-        writeln!(
-            out,
-            "  {label} of {} bytes does not decode: {e}",
-            bytes.len()
-        )?;
-        return Ok(());
-    }
+    let points = match points {
+        Ok(p) => p,
+        Err(e) => {
+            writeln!(
+                out,
+                "  {label} of {} bytes does not decode: {e}",
+                bytes.len()
+            )?;
+            return Ok(());
+        }
+    };
     let version = bytes.first().copied().unwrap_or_default();
     writeln!(
         out,
@@ -271,7 +204,7 @@ fn write_block(
             out,
             "  {:<10}  block {}",
             offset_text(ts - base_ms),
-            value_text(v)
+            value_text(*v)
         )?;
     }
     Ok(())
@@ -292,47 +225,6 @@ fn value_text(v: Value) -> String {
         Value::Int(i) => format!("int    {i}"),
         Value::Float(f) => format!("float  {f:?}"),
     }
-}
-
-/// Decodes a raw data cell (`tsdb/src/cell.rs`, "Format"): a 3-byte big-endian millisecond
-/// offset as the column, and a flags byte (`0b0000_FLLL`: F = float, LLL = length - 1) then a
-/// 1, 2, 4 or 8-byte big-endian number as the value.
-pub(crate) fn decode_raw_cell(column: &[u8], value: &[u8]) -> Result<(u32, Value), String> {
-    let [a, b, c] = column else {
-        return Err(format!("column is {} bytes, not 3", column.len()));
-    };
-    let offset = u32::from_be_bytes([0, *a, *b, *c]);
-    if offset >= ROW_SPAN_SECS * 1000 {
-        return Err(format!("offset {offset} ms is past the row's hour"));
-    }
-    let Some((&flags, body)) = value.split_first() else {
-        return Err("empty value".into());
-    };
-    if flags & !0x0f != 0 {
-        return Err(format!("unknown flags {flags:#04x}"));
-    }
-    let len = usize::from(flags & 0x07) + 1;
-    if body.len() != len {
-        return Err(format!(
-            "flags say {len} value bytes, the cell holds {}",
-            body.len()
-        ));
-    }
-    let float = flags & 0x08 != 0;
-    let v = match (float, body) {
-        (true, &[a, b, c, d]) => Value::Float(f64::from(f32::from_be_bytes([a, b, c, d]))),
-        (true, &[a, b, c, d, e, f, g, h]) => {
-            Value::Float(f64::from_be_bytes([a, b, c, d, e, f, g, h]))
-        }
-        (false, &[a]) => Value::Int(i64::from(a as i8)),
-        (false, &[a, b]) => Value::Int(i64::from(i16::from_be_bytes([a, b]))),
-        (false, &[a, b, c, d]) => Value::Int(i64::from(i32::from_be_bytes([a, b, c, d]))),
-        (false, &[a, b, c, d, e, f, g, h]) => {
-            Value::Int(i64::from_be_bytes([a, b, c, d, e, f, g, h]))
-        }
-        _ => return Err(format!("bad value length {len}")),
-    };
-    Ok((offset, v))
 }
 
 fn hex(b: &[u8]) -> String {
@@ -374,28 +266,6 @@ mod tests {
     }
 
     #[test]
-    fn raw_cells_decode_and_bad_ones_are_errors() {
-        assert_eq!(
-            decode_raw_cell(&[0, 0x03, 0xe8], &[0x00, 42]),
-            Ok((1000, Value::Int(42)))
-        );
-        assert_eq!(
-            decode_raw_cell(&[0, 0, 0], &[0x01, 0xff, 0xfe]),
-            Ok((0, Value::Int(-2)))
-        );
-        let f = 42.5f32.to_be_bytes();
-        assert_eq!(
-            decode_raw_cell(&[0, 0, 1], &[0x0b, f[0], f[1], f[2], f[3]]),
-            Ok((1, Value::Float(42.5)))
-        );
-        assert!(decode_raw_cell(&[0, 0], &[0, 1]).is_err());
-        assert!(decode_raw_cell(&[0xff, 0xff, 0xff], &[0, 1]).is_err());
-        assert!(decode_raw_cell(&[0, 0, 0], &[]).is_err());
-        assert!(decode_raw_cell(&[0, 0, 0], &[0x02, 1, 2, 3]).is_err());
-        assert!(decode_raw_cell(&[0, 0, 0], &[0x10, 1]).is_err());
-    }
-
-    #[test]
     fn scan_prints_raw_cells_then_blocks_after_row_compaction() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
@@ -428,7 +298,7 @@ mod tests {
         );
         assert!(text.contains("+1.000s     raw   int    2"), "{text}");
         // A flush folds the raw cells into a partial block.
-        tsdb.engine().flush()?;
+        tsdb.flush()?;
         let mut out = Vec::new();
         scan(&tsdb, &args(None, None), &mut out)?;
         let text = String::from_utf8(out)?;

@@ -7,7 +7,12 @@ use crate::harness::Server;
 fn points(dir: &std::path::Path, metric: &str) -> anyhow::Result<Vec<Vec<(i64, Value)>>> {
     let tsdb = Tsdb::open(dir, TsdbOptions::default())?;
     Ok(tsdb
-        .read(metric, &[], 0, i64::MAX / 2)?
+        .read(&strata_tsdb::ReadRequest::metric(
+            metric,
+            &[],
+            0,
+            i64::MAX / 2,
+        ))?
         .into_iter()
         .map(|s| s.points)
         .collect())

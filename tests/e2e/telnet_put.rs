@@ -34,7 +34,12 @@ type Series = (Vec<(String, String)>, Vec<(i64, Value)>);
 fn read_all(dir: &std::path::Path, metric: &str) -> anyhow::Result<Vec<Series>> {
     let tsdb = Tsdb::open(dir, TsdbOptions::default())?;
     let mut out: Vec<_> = tsdb
-        .read(metric, &[], 0, i64::MAX / 2)?
+        .read(&strata_tsdb::ReadRequest::metric(
+            metric,
+            &[],
+            0,
+            i64::MAX / 2,
+        ))?
         .into_iter()
         .map(|s| (s.tags, s.points))
         .collect();

@@ -227,11 +227,11 @@ impl Tsdb {
     /// Whether an annotation was ever stored (the table exists); a query skips its per-series
     /// annotation lookups when not.
     pub fn has_annotations(&self) -> bool {
-        self.engine().table(ANNOTATION_TABLE).is_some()
+        self.store().db.table(ANNOTATION_TABLE).is_some()
     }
 
     fn annotation_table(&self, create: bool) -> Result<Option<Table>> {
-        let db = self.engine();
+        let db = &self.store().db;
         match db.table(ANNOTATION_TABLE) {
             Some(t) => Ok(Some(t)),
             None if create => Ok(Some(
@@ -254,7 +254,7 @@ impl Tsdb {
         };
         let mut batch = WriteBatch::new();
         batch.put(&table, &key, COLUMN, &encode_value(a));
-        Ok(self.engine().write_sync(&batch)?)
+        Ok(self.store().db.write_sync(&batch)?)
     }
 
     /// The annotation of `tsuid` (hex; `None` or empty = global) starting at `start_time`.
@@ -268,7 +268,7 @@ impl Tsdb {
             return Ok(None);
         };
         let key = row_key(ts.as_ref(), start_time)?;
-        match self.engine().get(&table, &key, COLUMN)? {
+        match self.store().db.get(&table, &key, COLUMN)? {
             Some(v) => Ok(Some(decode_value(&key, &v, ts.map(|t| t.to_hex()))?)),
             None => Ok(None),
         }
@@ -281,12 +281,12 @@ impl Tsdb {
             return Ok(false);
         };
         let key = row_key(ts.as_ref(), start_time)?;
-        if self.engine().get(&table, &key, COLUMN)?.is_none() {
+        if self.store().db.get(&table, &key, COLUMN)?.is_none() {
             return Ok(false);
         }
         let mut batch = WriteBatch::new();
         batch.delete_row(&table, &key);
-        self.engine().write_sync(&batch)?;
+        self.store().db.write_sync(&batch)?;
         Ok(true)
     }
 
@@ -309,7 +309,7 @@ impl Tsdb {
         let hex = ts.as_ref().map(Tsuid::to_hex);
         let opts = range_scan(ts.as_ref(), start_ms, end_ms)?;
         let mut out = Vec::new();
-        for row in self.engine().scan(&table, &opts)? {
+        for row in self.store().db.scan(&table, &opts)? {
             let row = row?;
             for cell in row.cells.iter().filter(|c| c.column == COLUMN) {
                 out.push(decode_value(&row.key, &cell.value, hex.clone())?);
@@ -335,12 +335,12 @@ impl Tsdb {
         let mut opts = range_scan(ts.as_ref(), start_ms, end_ms)?;
         opts.keys_only = true;
         let mut batch = WriteBatch::new();
-        for row in self.engine().scan(&table, &opts)? {
+        for row in self.store().db.scan(&table, &opts)? {
             batch.delete_row(&table, &row?.key);
         }
         let n = batch.len();
         if n > 0 {
-            self.engine().write_sync(&batch)?;
+            self.store().db.write_sync(&batch)?;
         }
         Ok(n)
     }
@@ -351,7 +351,7 @@ impl Tsdb {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
-        for row in self.engine().scan(&table, &ScanOptions::default())? {
+        for row in self.store().db.scan(&table, &ScanOptions::default())? {
             let row = row?;
             let tsuid = tsuid_of_key(&row.key)?;
             for cell in row.cells.iter().filter(|c| c.column == COLUMN) {

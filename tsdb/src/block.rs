@@ -55,8 +55,9 @@ mod gorilla;
 mod timestamps;
 mod values;
 
-use crate::Value;
-use crate::read::{ColumnKind, PointColumns};
+use crate::error::BlockError;
+use crate::point_columns::{ColumnKind, PointColumns};
+use crate::value::Value;
 use bits::{Cursor, put_varint};
 
 /// Format version written in byte 0.
@@ -68,104 +69,6 @@ pub const MAX_POINTS: usize = 1 << 22;
 
 /// Size of the trailing checksum.
 const CHECKSUM_LEN: usize = 4;
-
-/// Errors from encoding or decoding a block.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum BlockError {
-    /// Encode input whose timestamps do not strictly increase.
-    #[error("timestamps must strictly increase: point {index} has ts {ts} after {prev}")]
-    NotIncreasing {
-        /// Index of the offending point.
-        index: usize,
-        /// Timestamp of the point before it.
-        prev: i64,
-        /// Its timestamp.
-        ts: i64,
-    },
-    /// More points than [`MAX_POINTS`] (on encode, or claimed by a block).
-    #[error("block has {count} points, more than the maximum {max}")]
-    TooManyPoints {
-        /// Points given or claimed.
-        count: u64,
-        /// The limit.
-        max: usize,
-    },
-    /// The block ends before a field does.
-    #[error("block truncated at byte {offset}: need {needed} bytes, {available} left")]
-    Truncated {
-        /// Byte offset of the field.
-        offset: usize,
-        /// Bytes the field needs.
-        needed: usize,
-        /// Bytes left in the block.
-        available: usize,
-    },
-    /// Unknown format version.
-    #[error("unsupported block version {got} (expected {expected})")]
-    BadVersion {
-        /// Version byte found.
-        got: u8,
-        /// Version this code reads.
-        expected: u8,
-    },
-    /// The stored checksum does not match the bytes.
-    #[error("block checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
-    ChecksumMismatch {
-        /// Checksum in the block.
-        stored: u32,
-        /// Checksum of the bytes read.
-        computed: u32,
-    },
-    /// A varint longer than 10 bytes or above `u64::MAX`.
-    #[error("bad varint at byte {offset}")]
-    BadVarint {
-        /// Byte offset where the varint starts.
-        offset: usize,
-    },
-    /// A bit width above 64.
-    #[error("bad bit width {width} at byte {offset}")]
-    BadWidth {
-        /// Byte offset of the width.
-        offset: usize,
-        /// The width found.
-        width: u8,
-    },
-    /// An unknown tag byte.
-    #[error("unknown {what} {tag} at byte {offset}")]
-    BadTag {
-        /// Byte offset of the tag.
-        offset: usize,
-        /// Which tag.
-        what: &'static str,
-        /// The tag found.
-        tag: u8,
-    },
-    /// Fields that parse but contradict the format's invariants.
-    #[error("corrupt block at byte {offset}: {what}")]
-    Corrupt {
-        /// Byte offset of the field (or column) at fault.
-        offset: usize,
-        /// What is wrong.
-        what: &'static str,
-    },
-    /// The caller's buffers are shorter than the block ([`decode_block_into`]).
-    #[error("block has {needed} points, the buffers hold {available}")]
-    BufferTooSmall {
-        /// Points in the block.
-        needed: usize,
-        /// Slots in the smaller buffer.
-        available: usize,
-    },
-    /// Bytes left over after the last column.
-    #[error("{extra} unexpected bytes after the value column at byte {offset}")]
-    TrailingBytes {
-        /// Where the extra bytes start.
-        offset: usize,
-        /// How many there are.
-        extra: usize,
-    },
-}
 
 /// Appends the block encoding of `points` to `out`.
 ///

@@ -1,4 +1,5 @@
-//! Tag value filters (spec §e.6), compiled once and matched against tag value names.
+//! Tag value filters (OpenTSDB docs: `user_guide/query/filters`), compiled once and matched against
+//! tag value names.
 //!
 //! The series index turns each filter into a union of the postings of the tag values it
 //! accepts (see `SeriesIndex::find`).
@@ -9,7 +10,7 @@ use regex::Regex;
 
 use crate::error::{Error, Result};
 
-/// The filter types of OpenTSDB 2.4, plus `not_key` (compat exception #10).
+/// The filter types of OpenTSDB 2.4, plus `not_key` (`docs/compat.md` #10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FilterKind {
     /// `literal_or`: value is one of a `|`-separated list (case-sensitive).
@@ -20,7 +21,7 @@ pub enum FilterKind {
     NotLiteralOr,
     /// `not_iliteral_or`: as `not_literal_or`, ignoring case.
     NotILiteralOr,
-    /// `wildcard`: a `*` glob (compat exception #6: anchored where there is no `*`).
+    /// `wildcard`: a `*` glob (`docs/compat.md` #6: anchored where there is no `*`).
     Wildcard,
     /// `iwildcard`: as `wildcard`, ignoring case.
     IWildcard,

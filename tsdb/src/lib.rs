@@ -7,47 +7,57 @@ mod annotation;
 mod block;
 mod cell;
 mod clock;
+mod delete;
 mod error;
+mod fetch;
 mod filter;
 mod fold;
 mod fsck;
+mod inspect;
+mod lookup;
 mod meta;
 mod name_escape;
 mod point;
+mod point_columns;
 mod read;
 mod rowcompact;
 mod rowkey;
 mod series_cache;
 mod series_index;
 mod stats;
+mod store;
 #[cfg(feature = "testing")]
 mod testing;
 mod tsdb;
 mod uid;
+mod uid_kind;
 mod validate;
 mod value;
 
 pub use annotation::{Annotation, annotation_time_ms};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use error::{Error, ErrorKind, PointError, Rejection, Result};
+pub use error::{BlockError, Error, ErrorKind, PointError, Rejection, Result};
 pub use filter::{Filter, FilterKind};
 pub use fsck::{
     FsckCounts, FsckProblem, FsckRemedy, FsckRepaired, FsckReport, SAVED_CELLS, fsck, fsck_repair,
 };
+pub use inspect::{InspectRequest, StoredCell, StoredRow};
 pub use name_escape::{escape_name, unescape_name};
 pub use point::{Point, PointRef};
-pub use read::{PointColumns, Series, SeriesColumns, SeriesPoints, ValueColumn};
+pub use point_columns::{PointColumns, ValueColumn};
+pub use read::{ReadRequest, Series, SeriesColumns, SeriesPoints};
 pub use rowcompact::{RowCompactStats, RowCompactor};
 pub use rowkey::{ROW_SPAN_SECS, RowKey, Tsuid, salt_of};
 pub use stats::TsdbStats;
 #[cfg(feature = "testing")]
 pub use testing::{decode_row, fix_block_checksum, partial_block_cell, raw_cell};
 pub use tsdb::{SeriesHandle, SeriesInfo, SeriesNames, SeriesPoint, Tsdb, TsdbOptions};
-pub use uid::{MAX_UID, Uid, UidKind};
+pub use uid::{MAX_UID, Uid};
+pub use uid_kind::UidKind;
 pub use validate::{MAX_MS_TIMESTAMP, NameRules, STANDARD_NAME_BYTES, check_point};
 
 pub use block::{
-    BLOCK_VERSION, BlockError, MAX_POINTS, block_len, decode_block, decode_block_columns,
-    decode_block_into, encode_block,
+    BLOCK_VERSION, MAX_POINTS, block_len, decode_block, decode_block_columns, decode_block_into,
+    encode_block,
 };
 pub use value::Value;

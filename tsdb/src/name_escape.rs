@@ -2,7 +2,7 @@
 //! fields) to OpenTSDB names (`docs/prometheus.md`, "Names").
 //!
 //! OpenTSDB names hold ASCII letters and digits, `-`, `_`, `.`, `/` and Unicode letters
-//! (`shared/spec/opentsdb.md` §a.2). Prometheus label values and Influx names can hold any
+//! (OpenTSDB docs: `user_guide/writing`). Prometheus label values and Influx names can hold any
 //! character, so every other character `c` is written as `__x` + the upper-case hex digits of
 //! its code point (at least two) + `_`: `localhost:9090` becomes `localhost__x3A_9090`. A
 //! literal `_` that starts the marker `__x` in the input is escaped itself (`__x5F_`), so the

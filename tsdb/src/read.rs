@@ -1,25 +1,20 @@
-//! The read path and explicit deletes.
-//!
-//! A read groups the wanted series by metric and, per metric, either gets each series' rows
-//! one by one (few series) or range-scans each salt bucket over the time range with a row
-//! filter that keeps only the wanted series (many series). Both go through one engine snapshot
-//! and `cell::decode_row`.
-
-use std::collections::BTreeMap;
-use std::sync::Arc;
+//! The read path: a [`ReadRequest`] names the series and the time range, `fetch.rs` finds their
+//! rows, and each series' rows are decoded here, with `cell.rs` and `block.rs`, into pairs or
+//! columns.
 
 use roaring::RoaringBitmap;
-use rustc_hash::{FxHashMap, FxHashSet};
-use strata_engine::{Cell, Row, ScanOptions, Snapshot, WriteBatch};
+use strata_engine::Cell;
 
-use crate::block::{block_len, decode_block, decode_block_into_columns, encode_block};
+use crate::block::{block_len, decode_block, decode_block_into_columns};
 use crate::cell::{RowParts, decode_column, decode_row, decode_value};
 use crate::error::{Error, Result};
+use crate::fetch::{Plan, ROW_SPAN_MS};
 use crate::filter::Filter;
-use crate::meta;
-use crate::rowkey::{ROW_SPAN_SECS, ROWKEY_HEAD_LEN, RowKey, Tsuid, encode_rowkey, scan_range};
-use crate::tsdb::Tsdb;
-use crate::uid::Uid;
+use crate::point_columns::{ColumnKind, PointColumns};
+use crate::rowkey::{ROW_SPAN_SECS, Tsuid, base_time_of};
+#[cfg(test)]
+use crate::series_index::SeriesIndex;
+use crate::tsdb::{SeriesInfo, Tsdb};
 use crate::value::Value;
 
 /// The points of one series in a time range.
@@ -43,136 +38,274 @@ pub type SeriesPoints = Series<Vec<(i64, Value)>>;
 /// A series' points as columns.
 pub type SeriesColumns = Series<PointColumns>;
 
-/// Points as columns: timestamps (ms), and the values as integers while every one is an
-/// integer, as f64s while every one is a float, and as [`Value`]s once the series holds both,
-/// so that every value keeps its type and its bits.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct PointColumns {
-    pub(crate) ts: Vec<i64>,
-    /// The values while `kind` is `Ints`.
-    pub(crate) ints: Vec<i64>,
-    /// The values while `kind` is `Floats`.
-    pub(crate) floats: Vec<f64>,
-    /// The values once `kind` is `Mixed`.
-    pub(crate) mixed: Vec<Value>,
-    pub(crate) kind: ColumnKind,
+/// What to read: some series, and the points of a time range, `[start_ms, end_ms]` inclusive.
+///
+/// A series is returned when it has a row in one of the hours the range touches, even if
+/// none of that row's points fall in the range (OpenTSDB returns such series with empty
+/// `dps`). Series come in id order; unknown ids are ignored.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadRequest<'a> {
+    series: Selection<'a>,
+    start_ms: i64,
+    end_ms: i64,
+    request_series_hours: u64,
 }
 
-/// Which of [`PointColumns`]' value columns holds the values.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) enum ColumnKind {
-    /// Every value is an integer (also the kind of no value).
-    #[default]
-    Ints,
-    /// Every value is a float.
-    Floats,
-    /// Both kinds.
-    Mixed,
+/// Which series a [`ReadRequest`] reads.
+#[derive(Debug, Clone, Copy)]
+enum Selection<'a> {
+    Ids(&'a RoaringBitmap),
+    Metric(&'a str, &'a [Filter]),
 }
 
-/// The values of [`PointColumns`], as long as its timestamps.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum ValueColumn<'a> {
-    /// Every value is an integer.
-    Ints(&'a [i64]),
-    /// Every value is a float.
-    Floats(&'a [f64]),
-    /// Integers and floats, each as it was written.
-    Mixed(&'a [Value]),
-}
-
-impl PointColumns {
-    /// The timestamps in ms.
-    pub fn ts(&self) -> &[i64] {
-        &self.ts
-    }
-
-    /// The values.
-    pub fn values(&self) -> ValueColumn<'_> {
-        match self.kind {
-            ColumnKind::Ints => ValueColumn::Ints(&self.ints),
-            ColumnKind::Floats => ValueColumn::Floats(&self.floats),
-            ColumnKind::Mixed => ValueColumn::Mixed(&self.mixed),
+impl<'a> ReadRequest<'a> {
+    /// The series `ids`.
+    pub fn ids(ids: &'a RoaringBitmap, start_ms: i64, end_ms: i64) -> Self {
+        ReadRequest {
+            series: Selection::Ids(ids),
+            start_ms,
+            end_ms,
+            request_series_hours: 0,
         }
     }
 
-    /// The number of points.
-    pub fn len(&self) -> usize {
-        self.ts.len()
+    /// The series of `metric` that pass `filters` (as [`Tsdb::find_series`]).
+    pub fn metric(metric: &'a str, filters: &'a [Filter], start_ms: i64, end_ms: i64) -> Self {
+        ReadRequest {
+            series: Selection::Metric(metric, filters),
+            start_ms,
+            end_ms,
+            request_series_hours: 0,
+        }
     }
 
-    /// True if there is no point.
-    pub fn is_empty(&self) -> bool {
-        self.ts.is_empty()
+    /// Marks the read as one of the reads of a request that reads `series_hours` series-hours
+    /// in all (a query's sub-queries, or the parts of a split read). A read fills the block
+    /// cache only if neither it nor its request reads more than a quarter of the cache: a large
+    /// request would push out most of what other reads use, and would not stay in the cache
+    /// anyway.
+    pub fn in_request(mut self, series_hours: u64) -> Self {
+        self.request_series_hours = series_hours;
+        self
+    }
+}
+
+impl Tsdb {
+    /// Reads the series and points `req` selects.
+    pub fn read(&self, req: &ReadRequest<'_>) -> Result<Vec<SeriesPoints>> {
+        self.read_planned(req, Plan::Auto)
     }
 
-    /// The point at `i`, its value as it was written.
-    pub fn get(&self, i: usize) -> Option<(i64, Value)> {
-        let t = *self.ts.get(i)?;
-        let v = match self.values() {
-            ValueColumn::Ints(v) => Value::Int(*v.get(i)?),
-            ValueColumn::Floats(v) => Value::Float(*v.get(i)?),
-            ValueColumn::Mixed(v) => *v.get(i)?,
+    /// As [`Tsdb::read`], handing each series to `f` as soon as it is decoded instead of
+    /// collecting them: one series' points are in memory at a time, in a buffer `f` may take
+    /// (`std::mem::take`) or leave to be reused for the next series. Series come in id order.
+    /// An error of `f` stops the read and is returned as it is; the read's own errors are
+    /// converted into the caller's error type.
+    pub fn read_each<E: From<Error>>(
+        &self,
+        req: &ReadRequest<'_>,
+        f: impl FnMut(&mut SeriesPoints) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        self.read_each_planned(req, Plan::Auto, f)
+    }
+
+    /// [`Tsdb::read_each`], handing each series' points over as columns.
+    pub fn read_columns_each<E: From<Error>>(
+        &self,
+        req: &ReadRequest<'_>,
+        f: impl FnMut(&mut SeriesColumns) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        self.read_each_planned(req, Plan::Auto, f)
+    }
+
+    pub(crate) fn read_planned(
+        &self,
+        req: &ReadRequest<'_>,
+        plan: Plan,
+    ) -> Result<Vec<SeriesPoints>> {
+        let mut result = Vec::new();
+        self.read_each_planned(req, plan, |s| {
+            result.push(SeriesPoints {
+                id: s.id,
+                tsuid: s.tsuid.clone(),
+                points: std::mem::take(&mut s.points),
+                metric: std::mem::take(&mut s.metric),
+                tags: std::mem::take(&mut s.tags),
+            });
+            Ok::<(), Error>(())
+        })?;
+        Ok(result)
+    }
+
+    /// Everything the index knows about series `id`.
+    pub fn series_info(&self, id: u32) -> Result<Option<SeriesInfo>> {
+        let (tsuid, mut last, exact) = {
+            let index = self.index().read();
+            match index.series.get(id as usize) {
+                Some(s) => (s.tsuid.clone(), s.last, s.last_exact),
+                None => return Ok(None),
+            }
         };
-        Some((t, v))
+        if !exact && let Some(known) = last {
+            last = Some(self.refine_last(id, known)?);
+        }
+        let (metric, tags) = self.names_of(&tsuid)?;
+        Ok(Some(SeriesInfo {
+            id,
+            tsuid,
+            metric,
+            tags,
+            last,
+        }))
     }
 
-    /// Appends a point.
-    pub fn push(&mut self, ts: i64, value: Value) {
-        self.ts.push(ts);
-        let kind = if value.is_float() {
-            ColumnKind::Floats
-        } else {
-            ColumnKind::Ints
+    /// The newest point of series `id` when the index only has a lower bound `known` for it
+    /// (after a restart): the newest point is in the row of `known`, so that row is read.
+    fn refine_last(&self, id: u32, known: (i64, Value)) -> Result<(i64, Value)> {
+        let row_start = i64::from(base_time_of(known.0)) * 1000;
+        let row_end = row_start + i64::from(ROW_SPAN_SECS) * 1000 - 1;
+        let mut ids = RoaringBitmap::new();
+        ids.insert(id);
+        let found = self
+            .read(&ReadRequest::ids(&ids, row_start, row_end))?
+            .into_iter()
+            .find_map(|s| s.points.last().copied());
+        let newest = match found {
+            Some(p) if p.0 >= known.0 => p,
+            _ => known,
         };
-        self.prepare(kind, 1);
-        match (self.kind, value) {
-            (ColumnKind::Ints, Value::Int(i)) => self.ints.push(i),
-            (ColumnKind::Floats, Value::Float(f)) => self.floats.push(f),
-            (_, v) => self.mixed.push(v),
+        let _state = self.store().writes.lock();
+        let mut index = self.index().write();
+        let Some(s) = index.series.get_mut(id as usize) else {
+            return Ok(newest);
+        };
+        // Writes since the read above moved `s.last` forward only when newer (or as new: the
+        // later write wins), and a delete sets it exactly; either way the larger is the newest.
+        if !s.last_exact {
+            match s.last {
+                Some(cur) if cur.0 >= newest.0 => {}
+                _ => s.last = Some(newest),
+            }
+            s.last_exact = true;
         }
+        Ok(s.last.unwrap_or(newest))
     }
 
-    /// Readies the columns for `n` values of kind `want` whose timestamps were just appended:
-    /// takes that kind when there were no values before them, and moves the values present
-    /// to the mixed column when they are of another kind.
-    pub(crate) fn prepare(&mut self, want: ColumnKind, n: usize) {
-        let have = self.ts.len() - n;
-        if self.kind == want || self.kind == ColumnKind::Mixed && have > 0 {
-            return;
+    /// The index with every newest point made exact, for tests that compare indexes.
+    #[cfg(test)]
+    pub(crate) fn index_snapshot(&self) -> Result<SeriesIndex> {
+        for id in 0..self.series_count() as u32 {
+            self.series_info(id)?;
         }
-        if have == 0 {
-            self.kind = want;
-            return;
-        }
-        self.mixed.clear();
-        self.mixed.reserve(have + n);
-        match self.kind {
-            ColumnKind::Ints => self.mixed.extend(self.ints.drain(..).map(Value::Int)),
-            _ => self.mixed.extend(self.floats.drain(..).map(Value::Float)),
-        }
-        self.kind = ColumnKind::Mixed;
+        Ok(self.index().read().clone())
     }
 
-    pub(crate) fn truncate(&mut self, len: usize) {
-        self.ts.truncate(len);
-        self.ints.truncate(len);
-        self.floats.truncate(len);
-        self.mixed.truncate(len);
-    }
-
-    fn clear(&mut self) {
-        self.truncate(0);
-        self.kind = ColumnKind::Ints;
-    }
-
-    fn reserve(&mut self, n: usize) {
-        self.ts.reserve(n);
-        match self.kind {
-            ColumnKind::Ints => self.ints.reserve(n),
-            ColumnKind::Floats => self.floats.reserve(n),
-            ColumnKind::Mixed => self.mixed.reserve(n),
+    /// Splits `ids` into at most `parts` non-empty sets to read in parallel. A salt bucket's
+    /// series stay in one set, so that when the reads scan, each bucket is scanned by one read
+    /// only; buckets go to the set with the fewest series so far, largest first. Ids the index
+    /// does not know go with bucket 0.
+    pub fn split_for_read(&self, ids: &RoaringBitmap, parts: usize) -> Vec<RoaringBitmap> {
+        let buckets = usize::from(self.fetcher().buckets).max(1);
+        let mut by_salt = vec![RoaringBitmap::new(); buckets];
+        {
+            let index = self.index().read();
+            for id in ids {
+                let salt = index.series.get(id as usize).map_or(0, |s| s.salt);
+                if let Some(b) = by_salt.get_mut(usize::from(salt)) {
+                    b.push(id);
+                }
+            }
         }
+        by_salt.sort_by_key(|b| std::cmp::Reverse(b.len()));
+        let mut out = vec![RoaringBitmap::new(); parts.max(1)];
+        for b in by_salt.into_iter().filter(|b| !b.is_empty()) {
+            if let Some(lightest) = out.iter_mut().min_by_key(|p| p.len()) {
+                *lightest |= b;
+            }
+        }
+        out.retain(|p| !p.is_empty());
+        out
+    }
+
+    fn read_each_planned<P: PointSink, E: From<Error>>(
+        &self,
+        req: &ReadRequest<'_>,
+        plan: Plan,
+        mut f: impl FnMut(&mut Series<P>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let found;
+        let ids = match req.series {
+            Selection::Ids(ids) => ids,
+            Selection::Metric(metric, filters) => {
+                found = self.find_series(metric, filters)?;
+                &found
+            }
+        };
+        let (start_ms, end_ms) = (req.start_ms, req.end_ms);
+        let snap = self.store().db.snapshot();
+        let mut rows = self.fetcher().fetch_rows(
+            &snap,
+            ids,
+            start_ms,
+            end_ms,
+            (plan, req.request_series_hours),
+        )?;
+        // Group the rows by series, keeping each series' rows in the order they came (hour
+        // order, from both plans), so every series is decoded into one exactly sized vector.
+        rows.sort_by_key(|r| r.id);
+        let nrows = rows.len() as u64;
+        let mut npoints = 0u64;
+        let mut points = P::take_buffer();
+        for group in rows.chunk_by(|a, b| a.id == b.id) {
+            let capacity: usize = group.iter().map(|r| row_len_hint(&r.row.cells)).sum();
+            points.clear();
+            points.reserve(capacity);
+            // Each row's points are in order; the series is if every row starts after the last.
+            let mut sorted = true;
+            for r in group {
+                let before = points.len();
+                let prev_last = before.checked_sub(1).map(|i| points.ts(i));
+                points.append_row(r.base_time, &r.row.cells)?;
+                if let Some(prev) = prev_last
+                    && points.len() > before
+                {
+                    sorted &= prev < points.ts(before);
+                }
+                // Only the rows at the ends of the range hold points outside it.
+                let row_start = i64::from(r.base_time) * 1000;
+                if row_start < start_ms || row_start + ROW_SPAN_MS - 1 > end_ms {
+                    points.trim(before, start_ms, end_ms);
+                }
+            }
+            // Rows arrive in hour order; sort only if some did not.
+            if !sorted {
+                points.sort();
+            }
+            npoints += points.len() as u64;
+            let id = group[0].id;
+            let Some(tsuid) = self
+                .index()
+                .read()
+                .series
+                .get(id as usize)
+                .map(|s| s.tsuid.clone())
+            else {
+                continue;
+            };
+            let (metric, tags) = self.names_of(&tsuid)?;
+            let mut series = Series {
+                id,
+                tsuid,
+                metric,
+                tags,
+                points: std::mem::take(&mut points),
+            };
+            f(&mut series)?;
+            points = series.points;
+        }
+        self.counters().read(nrows, npoints);
+        points.keep_buffer();
+        Ok(())
     }
 }
 
@@ -318,477 +451,13 @@ impl PointSink for PointColumns {
     }
 }
 
-/// How a read fetches rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Plan {
-    /// Let the planner choose.
-    Auto,
-    /// One get per series and hour.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "tests force it to compare the plans")
-    )]
-    Gets,
-    /// One range scan per salt bucket.
-    Scans,
-}
-
-/// What one stored row of an hour takes, about: 360 points at 10 s and 1.5 bytes a point, with
-/// its key. Only used to tell large reads from small ones.
-const EST_ROW_BYTES: u64 = 600;
-
-/// The wanted series of one metric as `(id, tsuid, salt)`, and the metric's series count.
-type MetricSeries = (Vec<(u32, Tsuid, u8)>, u64);
-
-/// One row found by a read, with the series it belongs to.
-struct FoundRow {
-    id: u32,
-    base_time: u32,
-    row: Row,
-}
-
-impl Tsdb {
-    /// Reads the series of `metric` passing `filters`, points in `[start_ms, end_ms]`.
-    pub fn read(
-        &self,
-        metric: &str,
-        filters: &[Filter],
-        start_ms: i64,
-        end_ms: i64,
-    ) -> Result<Vec<SeriesPoints>> {
-        let ids = self.find_series(metric, filters)?;
-        self.read_series(&ids, start_ms, end_ms)
-    }
-
-    /// Reads series by id, points in `[start_ms, end_ms]` (inclusive), ordered by series id.
-    ///
-    /// A series is returned when it has a row in one of the hours the range touches, even if
-    /// none of that row's points fall in the range (OpenTSDB returns such series with empty
-    /// `dps`). Unknown ids are ignored.
-    pub fn read_series(
-        &self,
-        ids: &RoaringBitmap,
-        start_ms: i64,
-        end_ms: i64,
-    ) -> Result<Vec<SeriesPoints>> {
-        self.read_planned(ids, start_ms, end_ms, Plan::Auto)
-    }
-
-    pub(crate) fn read_planned(
-        &self,
-        ids: &RoaringBitmap,
-        start_ms: i64,
-        end_ms: i64,
-        plan: Plan,
-    ) -> Result<Vec<SeriesPoints>> {
-        let mut result = Vec::new();
-        self.read_each_planned(ids, start_ms, end_ms, (plan, 0), |s| {
-            result.push(SeriesPoints {
-                id: s.id,
-                tsuid: s.tsuid.clone(),
-                points: std::mem::take(&mut s.points),
-                metric: std::mem::take(&mut s.metric),
-                tags: std::mem::take(&mut s.tags),
-            });
-            Ok::<(), Error>(())
-        })?;
-        Ok(result)
-    }
-
-    /// Splits `ids` into at most `parts` non-empty sets to read in parallel. A salt bucket's
-    /// series stay in one set, so that when the reads scan, each bucket is scanned by one read
-    /// only; buckets go to the set with the fewest series so far, largest first. Ids the index
-    /// does not know go with bucket 0.
-    pub fn split_for_read(&self, ids: &RoaringBitmap, parts: usize) -> Vec<RoaringBitmap> {
-        let buckets = usize::from(self.inner.buckets).max(1);
-        let mut by_salt = vec![RoaringBitmap::new(); buckets];
-        {
-            let index = self.inner.index.read();
-            for id in ids {
-                let salt = index.series.get(id as usize).map_or(0, |s| s.salt);
-                if let Some(b) = by_salt.get_mut(usize::from(salt)) {
-                    b.push(id);
-                }
-            }
-        }
-        by_salt.sort_by_key(|b| std::cmp::Reverse(b.len()));
-        let mut out = vec![RoaringBitmap::new(); parts.max(1)];
-        for b in by_salt.into_iter().filter(|b| !b.is_empty()) {
-            if let Some(lightest) = out.iter_mut().min_by_key(|p| p.len()) {
-                *lightest |= b;
-            }
-        }
-        out.retain(|p| !p.is_empty());
-        out
-    }
-
-    /// As [`Tsdb::read_series`], handing each series to `f` as soon as it is decoded instead of
-    /// collecting them: one series' points are in memory at a time, in a buffer `f` may take
-    /// (`std::mem::take`) or leave to be reused for the next series. Series come in id order.
-    /// An error of `f` stops the read and is returned as it is; the read's own errors are
-    /// converted into the caller's error type.
-    pub fn read_series_each<E: From<Error>>(
-        &self,
-        ids: &RoaringBitmap,
-        start_ms: i64,
-        end_ms: i64,
-        f: impl FnMut(&mut SeriesPoints) -> std::result::Result<(), E>,
-    ) -> std::result::Result<(), E> {
-        self.read_each_planned(ids, start_ms, end_ms, (Plan::Auto, 0), f)
-    }
-
-    /// [`Tsdb::read_series_each`] as one of the reads of a request that reads
-    /// `request_series_hours` series-hours in all (a query's sub-queries, or the parts of a
-    /// split read). A read fills the block cache only if neither it nor its request reads more
-    /// than a quarter of the cache: a large request would push out most of what other reads
-    /// use, and would not stay in the cache anyway.
-    pub fn read_series_each_in<E: From<Error>>(
-        &self,
-        ids: &RoaringBitmap,
-        start_ms: i64,
-        end_ms: i64,
-        request_series_hours: u64,
-        f: impl FnMut(&mut SeriesPoints) -> std::result::Result<(), E>,
-    ) -> std::result::Result<(), E> {
-        self.read_each_planned(ids, start_ms, end_ms, (Plan::Auto, request_series_hours), f)
-    }
-
-    /// [`Tsdb::read_series_each_in`], handing each series' points over as columns.
-    pub fn read_series_columns_each_in<E: From<Error>>(
-        &self,
-        ids: &RoaringBitmap,
-        start_ms: i64,
-        end_ms: i64,
-        request_series_hours: u64,
-        f: impl FnMut(&mut SeriesColumns) -> std::result::Result<(), E>,
-    ) -> std::result::Result<(), E> {
-        self.read_each_planned(ids, start_ms, end_ms, (Plan::Auto, request_series_hours), f)
-    }
-
-    fn read_each_planned<P: PointSink, E: From<Error>>(
-        &self,
-        ids: &RoaringBitmap,
-        start_ms: i64,
-        end_ms: i64,
-        (plan, request_series_hours): (Plan, u64),
-        mut f: impl FnMut(&mut Series<P>) -> std::result::Result<(), E>,
-    ) -> std::result::Result<(), E> {
-        let snap = self.inner.db.snapshot();
-        let mut rows =
-            self.fetch_rows(&snap, ids, start_ms, end_ms, (plan, request_series_hours))?;
-        // Group the rows by series, keeping each series' rows in the order they came (hour
-        // order, from both plans), so every series is decoded into one exactly sized vector.
-        rows.sort_by_key(|r| r.id);
-        let nrows = rows.len() as u64;
-        let mut npoints = 0u64;
-        let mut points = P::take_buffer();
-        for group in rows.chunk_by(|a, b| a.id == b.id) {
-            let capacity: usize = group.iter().map(|r| row_len_hint(&r.row.cells)).sum();
-            points.clear();
-            points.reserve(capacity);
-            // Each row's points are in order; the series is if every row starts after the last.
-            let mut sorted = true;
-            for r in group {
-                let before = points.len();
-                let prev_last = before.checked_sub(1).map(|i| points.ts(i));
-                points.append_row(r.base_time, &r.row.cells)?;
-                if let Some(prev) = prev_last
-                    && points.len() > before
-                {
-                    sorted &= prev < points.ts(before);
-                }
-                // Only the rows at the ends of the range hold points outside it.
-                let row_start = i64::from(r.base_time) * 1000;
-                if row_start < start_ms || row_start + ROW_SPAN_MS - 1 > end_ms {
-                    points.trim(before, start_ms, end_ms);
-                }
-            }
-            // Rows arrive in hour order; sort only if some did not.
-            if !sorted {
-                points.sort();
-            }
-            npoints += points.len() as u64;
-            let id = group[0].id;
-            let Some(tsuid) = self
-                .inner
-                .index
-                .read()
-                .series
-                .get(id as usize)
-                .map(|s| s.tsuid.clone())
-            else {
-                continue;
-            };
-            let (metric, tags) = self.names_of(&tsuid)?;
-            let mut series = Series {
-                id,
-                tsuid,
-                metric,
-                tags,
-                points: std::mem::take(&mut points),
-            };
-            f(&mut series)?;
-            points = series.points;
-        }
-        self.inner.stats.read(nrows, npoints);
-        points.keep_buffer();
-        Ok(())
-    }
-
-    /// The data rows of `ids` whose hour meets `[start_ms, end_ms]`.
-    fn fetch_rows(
-        &self,
-        snap: &Snapshot,
-        ids: &RoaringBitmap,
-        start_ms: i64,
-        end_ms: i64,
-        (plan, request_series_hours): (Plan, u64),
-    ) -> Result<Vec<FoundRow>> {
-        if end_ms < start_ms || end_ms < 0 {
-            return Ok(Vec::new());
-        }
-        let first = hour_of(start_ms.max(0));
-        let last = hour_of(end_ms);
-        let hours = u64::from((last - first) / ROW_SPAN_SECS) + 1;
-        // A read (or request) of more than a quarter of the block cache would push out most of
-        // what other reads use, and would not stay in it anyway: its blocks are not added.
-        let series_hours = ids.len().saturating_mul(hours).max(request_series_hours);
-        let skip_cache_fill = series_hours.saturating_mul(EST_ROW_BYTES)
-            > self.inner.opts.db.block_cache_bytes as u64 / 4;
-        // Group the wanted series by metric, and remember each metric's series count.
-        let mut by_metric: BTreeMap<Uid, MetricSeries> = BTreeMap::new();
-        {
-            let index = self.inner.index.read();
-            for id in ids {
-                let Some(s) = index.series.get(id as usize) else {
-                    continue;
-                };
-                let m = s.tsuid.metric();
-                let e = by_metric.entry(m).or_insert_with(|| {
-                    (Vec::new(), index.by_metric.get(&m).map_or(0, |b| b.len()))
-                });
-                e.0.push((id, s.tsuid.clone(), s.salt));
-            }
-        }
-        let mut found = Vec::new();
-        for (metric, (series, total)) in by_metric {
-            let wanted = series.len() as u64;
-            // Gets cost one lookup per series-hour; scans read every series of the metric in the
-            // range. Prefer gets when few of the metric's series are wanted and the get count
-            // stays bounded.
-            let use_gets = match plan {
-                Plan::Gets => true,
-                Plan::Scans => false,
-                Plan::Auto => wanted * 4 <= total && wanted * hours <= 100_000,
-            };
-            if use_gets {
-                let mut keys = Vec::new();
-                let mut bases = Vec::new();
-                for (id, tsuid, salt) in &series {
-                    // A series' hours ascend in its salt bucket: one batched get reads them
-                    // in order, several to a block.
-                    keys.clear();
-                    bases.clear();
-                    let mut base = first;
-                    loop {
-                        keys.push(encode_rowkey(*salt, tsuid, base));
-                        bases.push(base);
-                        match base.checked_add(ROW_SPAN_SECS) {
-                            Some(b) if b <= last => base = b,
-                            _ => break,
-                        }
-                    }
-                    snap.get_rows_with(&self.inner.data, &keys, skip_cache_fill, |i, row| {
-                        if let Some(&base_time) = bases.get(i) {
-                            found.push(FoundRow {
-                                id: *id,
-                                base_time,
-                                row,
-                            });
-                        }
-                    })?;
-                }
-            } else {
-                // The metric's series per salt bucket, wanted and all (the same when all are
-                // wanted). A scan reads every row of the metric in its buckets anyway, so
-                // counting them costs no more.
-                let buckets = usize::from(self.inner.buckets);
-                let mut wanted_per_salt = vec![0u32; buckets];
-                for (_, _, salt) in &series {
-                    if let Some(n) = wanted_per_salt.get_mut(usize::from(*salt)) {
-                        *n += 1;
-                    }
-                }
-                let per_salt = if wanted == total {
-                    wanted_per_salt.clone()
-                } else {
-                    let mut per_salt = vec![0u32; buckets];
-                    let index = self.inner.index.read();
-                    for other in index.by_metric.get(&metric).into_iter().flatten() {
-                        if let Some(o) = index.series.get(other as usize)
-                            && let Some(n) = per_salt.get_mut(usize::from(o.salt))
-                        {
-                            *n += 1;
-                        }
-                    }
-                    per_salt
-                };
-                let wanted_tags: FxHashSet<Box<[u8]>> = series
-                    .iter()
-                    .map(|(_, t, _)| t.tag_bytes().into())
-                    .collect();
-                let id_of: FxHashMap<&Tsuid, u32> =
-                    series.iter().map(|(id, t, _)| (t, *id)).collect();
-                let wanted_tags = Arc::new(wanted_tags);
-                // Only the buckets that hold a wanted series are scanned, and a bucket whose
-                // series are all wanted needs no row filter.
-                for salt in 0..self.inner.buckets {
-                    let want = wanted_per_salt.get(usize::from(salt)).copied().unwrap_or(0);
-                    if want == 0 {
-                        continue;
-                    }
-                    let (start, stop) = scan_range(salt, metric, first, last);
-                    let mut opts = ScanOptions::range(&start, &stop);
-                    opts.skip_cache_fill = skip_cache_fill;
-                    if per_salt.get(usize::from(salt)).is_none_or(|&n| want < n) {
-                        let w = wanted_tags.clone();
-                        opts.row_filter = Some(Arc::new(move |k: &[u8]| {
-                            k.len() > ROWKEY_HEAD_LEN && w.contains(&k[ROWKEY_HEAD_LEN..])
-                        }));
-                    }
-                    for row in snap.scan(&self.inner.data, &opts)? {
-                        let row = row?;
-                        let rk = RowKey::decode(&row.key)?;
-                        let Some(&id) = id_of.get(&rk.tsuid) else {
-                            tracing::warn!(tsuid = %rk.tsuid.to_hex(), "data row of an unindexed series");
-                            continue;
-                        };
-                        found.push(FoundRow {
-                            id,
-                            base_time: rk.base_time,
-                            row,
-                        });
-                    }
-                }
-            }
-        }
-        Ok(found)
-    }
-
-    /// Deletes the points of `ids` in `[start_ms, end_ms]` in one atomic batch. Returns the
-    /// number of points deleted. Rows entirely inside the range are deleted whole.
-    pub fn delete(&self, ids: &RoaringBitmap, start_ms: i64, end_ms: i64) -> Result<u64> {
-        if end_ms < start_ms {
-            return Err(Error::InvalidArgument(format!(
-                "delete range end {end_ms} is before start {start_ms}"
-            )));
-        }
-        let inner = &*self.inner;
-        let mut guard = inner.write_lock.lock();
-        // Queued writes first: the delete must see every point written before it.
-        inner.db.settle()?;
-        let snap = inner.db.snapshot();
-        let rows = self.fetch_rows(&snap, ids, start_ms, end_ms, (Plan::Auto, 0))?;
-        let mut batch = WriteBatch::new();
-        let mut deleted = 0u64;
-        for r in &rows {
-            let row_start = i64::from(r.base_time) * 1000;
-            let row_end = row_start + i64::from(ROW_SPAN_SECS) * 1000 - 1;
-            if start_ms <= row_start && row_end <= end_ms {
-                // A whole-row delete does not need the points, so it also clears a corrupt row.
-                deleted += match decode_row(r.base_time, &r.row.cells) {
-                    Ok(points) => points.len() as u64,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "deleting an undecodable data row");
-                        r.row.cells.len() as u64
-                    }
-                };
-                batch.delete_row(&inner.data, &r.row.key);
-                batch.delete_row(&inner.meta, &meta::key(meta::DIRTY_PREFIX, &r.row.key));
-                continue;
-            }
-            // Part of a row: it is rewritten whole, as the row compactor does, behind a row
-            // tombstone that hides every cell read here. Deleting cells one by one would miss
-            // the points a flush folds into a partial block meanwhile (`fold.rs`); the
-            // tombstone's sequence number is above any such block's. Writers wait for the
-            // write lock held here, so nothing else lands in the row before the batch.
-            let mut kept = decode_row(r.base_time, &r.row.cells)?;
-            let in_range = |ts: i64| ts >= start_ms && ts <= end_ms;
-            let before = kept.len();
-            kept.retain(|p| !in_range(p.0));
-            if kept.len() == before {
-                continue;
-            }
-            deleted += (before - kept.len()) as u64;
-            batch.delete_row(&inner.data, &r.row.key);
-            if !kept.is_empty() {
-                let mut bytes = Vec::new();
-                encode_block(&kept, &mut bytes)?;
-                batch.put(&inner.data, &r.row.key, b"", &bytes);
-            }
-        }
-        // Series whose last point was deleted fall back to their latest earlier point.
-        let affected: Vec<u32> = {
-            let index = inner.index.read();
-            ids.iter()
-                .filter(|id| {
-                    index
-                        .series
-                        .get(*id as usize)
-                        .and_then(|s| s.last)
-                        .is_some_and(|(ts, _)| ts >= start_ms && ts <= end_ms)
-                })
-                .collect()
-        };
-        let mut new_lasts = Vec::with_capacity(affected.len());
-        if !affected.is_empty() {
-            let bm: RoaringBitmap = affected.iter().copied().collect();
-            let before = if start_ms > 0 {
-                self.read_planned(&bm, 0, start_ms - 1, Plan::Scans)?
-            } else {
-                Vec::new()
-            };
-            for id in &affected {
-                let last = before
-                    .iter()
-                    .find(|s| s.id == *id)
-                    .and_then(|s| s.points.last().copied());
-                let key = meta::key(meta::LAST_PREFIX, &id.to_be_bytes());
-                match last {
-                    Some((ts, v)) => batch.put(
-                        &inner.meta,
-                        &key,
-                        meta::LAST_COLUMN,
-                        &meta::encode_last(ts, v),
-                    ),
-                    None => batch.delete_row(&inner.meta, &key),
-                }
-                new_lasts.push((*id, last));
-            }
-        }
-        // The batch removes the dirty markers of the rows it touches; the write path must not
-        // assume its cached markers are still there.
-        guard.markers_deleted();
-        inner.db.write(&batch)?;
-        inner.series_cache.clear();
-        let mut index = inner.index.write();
-        for (id, last) in new_lasts {
-            if let Some(s) = index.series.get_mut(id as usize) {
-                s.last = last;
-            }
-        }
-        Ok(deleted)
-    }
-}
-
 /// Points a thread's read buffer may keep between reads (a day of one 10 s series is 8,640).
 const KEEP_POINT_BUFFER: usize = 1 << 16;
 
 thread_local! {
     /// The point buffer of this thread's last read, kept for its next one: a fresh buffer of a
     /// few hundred kB per read is fresh memory from the OS each time (the allocator returns
-    /// freed memory within milliseconds), and zeroing its pages cost about 6 % of a 24 h
-    /// query over 200 series.
+    /// freed memory within milliseconds), whose pages the kernel zeroes again for every read.
     static POINT_BUFFER: std::cell::RefCell<Vec<(i64, Value)>> =
         const { std::cell::RefCell::new(Vec::new()) };
 
@@ -796,9 +465,6 @@ thread_local! {
     static COLUMN_BUFFER: std::cell::RefCell<PointColumns> =
         std::cell::RefCell::new(PointColumns::default());
 }
-
-/// Milliseconds one row covers.
-const ROW_SPAN_MS: i64 = ROW_SPAN_SECS as i64 * 1000;
 
 /// The number of points a row holds, for sizing the output: the blocks' counts from their
 /// headers plus the raw cells (an overestimate when later parts replace earlier points).
@@ -862,17 +528,13 @@ fn check_row_hour(base_time: u32, ends: (Option<i64>, Option<i64>)) -> Result<()
     ))
 }
 
-fn hour_of(ts_ms: i64) -> u32 {
-    let s = (ts_ms / 1000).clamp(0, i64::from(u32::MAX)) as u32;
-    s - s % ROW_SPAN_SECS
-}
-
 #[cfg(test)]
 mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
     use crate::point::PointRef;
+    use crate::point_columns::ValueColumn;
     use crate::tsdb::TsdbOptions;
 
     #[test]
@@ -909,7 +571,7 @@ mod tests {
             seen |= part;
         }
         assert_eq!(seen, all);
-        let salt_of = |id: u32| db.inner.index.read().series[id as usize].salt;
+        let salt_of = |id: u32| db.index().read().series[id as usize].salt;
         for (i, part) in parts.iter().enumerate() {
             let salts: std::collections::BTreeSet<u8> = part.iter().map(salt_of).collect();
             for other in parts.iter().skip(i + 1) {
@@ -936,7 +598,7 @@ mod tests {
                 }
                 "compacted" => {
                     db.flush()?;
-                    db.engine().compact_all()?;
+                    db.compact_all()?;
                 }
                 _ => {}
             }
@@ -945,8 +607,8 @@ mod tests {
                     (1_356_990_000_000, 1_357_100_000_000),
                     (1_356_998_400_000 + 1_000_000, 1_356_998_400_000 + 9_000_000),
                 ] {
-                    let g = db.read_planned(ids, a, b, Plan::Gets)?;
-                    let s = db.read_planned(ids, a, b, Plan::Scans)?;
+                    let g = db.read_planned(&ReadRequest::ids(ids, a, b), Plan::Gets)?;
+                    let s = db.read_planned(&ReadRequest::ids(ids, a, b), Plan::Scans)?;
                     assert_eq!(g, s, "{stage}");
                     assert_eq!(g.len() as u64, ids.len());
                 }
@@ -971,7 +633,7 @@ mod tests {
     fn digest_columns(db: &Tsdb, ids: &RoaringBitmap, a: i64, b: i64) -> Result<(Digest, Vec<u8>)> {
         let mut out = Vec::new();
         let mut kinds = Vec::new();
-        db.read_series_columns_each_in(ids, a, b, 0, |s: &mut SeriesColumns| {
+        db.read_columns_each(&ReadRequest::ids(ids, a, b), |s: &mut SeriesColumns| {
             let c = &s.points;
             let (n, kind) = match c.values() {
                 ValueColumn::Ints(v) => (v.len(), 0),
@@ -1047,7 +709,7 @@ mod tests {
                 _ => {}
             }
             for (a, b) in ranges {
-                let pairs = digest_pairs(&db.read_series(&all, a, b)?);
+                let pairs = digest_pairs(&db.read(&ReadRequest::ids(&all, a, b))?);
                 assert!(pairs.iter().any(|s| !s.2.is_empty()), "{stage}");
                 let (cols, kinds) = digest_columns(&db, &all, a, b)?;
                 assert!(cols == pairs, "{stage} {a} {b}: the column read differs");
@@ -1099,18 +761,18 @@ mod tests {
         for plan in [Plan::Gets, Plan::Scans] {
             // Each plan starts from an empty cache.
             let db = Tsdb::open(dir.path(), opts())?;
-            let misses = || db.engine().stats().cache_misses;
+            let misses = || db.engine_stats().cache_misses;
             let all = db.find_series("m", &[])?;
             let one: RoaringBitmap = all.iter().take(1).collect();
             // 600 rows: the second read misses again.
-            db.read_planned(&all, a, b, plan)?;
+            db.read_planned(&ReadRequest::ids(&all, a, b), plan)?;
             let before = misses();
-            db.read_planned(&all, a, b, plan)?;
+            db.read_planned(&ReadRequest::ids(&all, a, b), plan)?;
             assert!(misses() > before, "{plan:?}: a large read filled the cache");
             // One row: cached by the first read.
-            db.read_planned(&one, a, b, plan)?;
+            db.read_planned(&ReadRequest::ids(&one, a, b), plan)?;
             let before = misses();
-            db.read_planned(&one, a, b, plan)?;
+            db.read_planned(&ReadRequest::ids(&one, a, b), plan)?;
             assert_eq!(misses(), before, "{plan:?}: a small read was not cached");
         }
         Ok(())

@@ -1,4 +1,4 @@
-//! The row compactor: folds a closed hour's raw cells into one block cell (DESIGN §4).
+//! The row compactor: folds a closed hour's raw cells into one block cell (`FORMAT.md`).
 //!
 //! Its work list is the `d` markers of table `meta` (`meta.rs`), written with every data write.
 //! A pass walks the markers, takes the rows whose hour has closed
@@ -20,11 +20,10 @@
 //! A row with no raw cell only loses its marker. Passes are idempotent: a crash before a batch
 //! commits leaves its rows and markers as they were, and a committed batch is whole.
 //!
-//! Why batches: one lookup per row before the lock and two more under it, one WAL record and
-//! one lock round trip per row made 4,000 rows of the devops shape (1.44 M points) take 5 to
-//! 7 s; batched as above they take about 1.6 s (`benches/benches/tsdb_read.rs` prints it), most
-//! of it the engine reading the raw cells. A tombstone per folded raw cell also doubled the
-//! entries the engine had to write and later compact away; one row delete replaces them.
+//! Why batches: compacting row by row pays a lookup before the lock, two more under it, a WAL
+//! record and a lock round trip for every row; a batch pays the record and the round trip once,
+//! and reads its rows through one snapshot. One row delete replaces what would be a tombstone
+//! per folded raw cell, entries the engine would have to write and later compact away.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -132,10 +131,10 @@ impl Tsdb {
     /// dirty markers where the previous call stopped (wrapping at the end). Per-row decode
     /// failures are logged and counted, and leave the row dirty; engine errors are returned.
     pub fn rowcompact(&self, max_rows: usize) -> Result<RowCompactStats> {
-        let start = self.inner.rowcompact_cursor.lock().clone();
-        let settle = self.inner.opts.rowcompact_settle;
+        let start = self.rowcompact_cursor().lock().clone();
+        let settle = self.options().rowcompact_settle;
         let (stats, next) = self.rowcompact_pass(start.as_deref(), max_rows, settle)?;
-        *self.inner.rowcompact_cursor.lock() = next;
+        *self.rowcompact_cursor().lock() = next;
         Ok(stats)
     }
 
@@ -190,16 +189,13 @@ impl Tsdb {
         max_rows: usize,
         settle: Duration,
     ) -> Result<(RowCompactStats, Option<Vec<u8>>)> {
-        let inner = &*self.inner;
-        let now_ms = inner.opts.clock.now_ms();
-        let grace_ms = u64::try_from(inner.opts.rowcompact_grace.as_millis()).unwrap_or(u64::MAX);
+        let store = self.store();
+        let opts = self.options();
+        let now_ms = opts.clock.now_ms();
+        let grace_ms = u64::try_from(opts.rowcompact_grace.as_millis()).unwrap_or(u64::MAX);
         let settle_ms = u64::try_from(settle.as_millis()).unwrap_or(u64::MAX);
-        let backfilling = settle_ms > 0
-            && inner
-                .last_closed_write_ms
-                .load(std::sync::atomic::Ordering::Relaxed)
-                .saturating_add(settle_ms)
-                > now_ms;
+        let backfilling =
+            settle_ms > 0 && self.last_closed_write_ms().saturating_add(settle_ms) > now_ms;
         let mut opts = ScanOptions::prefix(&[meta::DIRTY_PREFIX]);
         if let Some(k) = start_after {
             let mut s = k.to_vec();
@@ -208,7 +204,7 @@ impl Tsdb {
         }
         let mut candidates = Vec::new();
         let mut next = None;
-        for row in inner.db.scan(&inner.meta, &opts)? {
+        for row in store.db.scan(&store.meta, &opts)? {
             let row = row?;
             if candidates.len() >= max_rows {
                 next = candidates.last().map(|c: &Candidate| c.marker_key.to_vec());
@@ -259,8 +255,7 @@ impl Tsdb {
         for chunk in candidates.chunks(BATCH_ROWS) {
             self.rowcompact_batch(chunk, &mut stats)?;
         }
-        inner
-            .stats
+        self.counters()
             .rowcompacted(stats.rows_compacted, stats.cells_folded, stats.rows_failed);
         Ok((stats, next))
     }
@@ -279,17 +274,17 @@ impl Tsdb {
         chunk: &[Candidate],
         stats: &mut RowCompactStats,
     ) -> Result<BatchRead> {
-        let inner = &*self.inner;
+        let store = self.store();
         // Every change to the data and meta tables commits under the write lock, so a snapshot
         // taken under it (once the batches queued before are applied) together with the
         // engine's count of committed batches tells, later under the lock again, whether
         // anything at all was written in between.
         let (snap, batches_before) = {
-            let _guard = inner.write_lock.lock();
-            inner.db.settle()?;
-            (inner.db.snapshot(), inner.db.stats().batches_written)
+            let _guard = store.writes.lock();
+            store.db.settle()?;
+            (store.db.snapshot(), store.db.stats().batches_written)
         };
-        let rows = read_rows(&snap, &inner.data, chunk, Candidate::rowkey)?;
+        let rows = read_rows(&snap, &store.data, chunk, Candidate::rowkey)?;
         drop(snap);
         let mut prepared = Vec::with_capacity(chunk.len());
         for (c, row) in chunk.iter().zip(&rows) {
@@ -319,7 +314,7 @@ impl Tsdb {
         read: BatchRead,
         stats: &mut RowCompactStats,
     ) -> Result<()> {
-        let inner = &*self.inner;
+        let store = self.store();
         let BatchRead {
             rows,
             prepared,
@@ -328,17 +323,17 @@ impl Tsdb {
         if prepared.iter().all(Option::is_none) {
             return Ok(());
         }
-        let mut guard = inner.write_lock.lock();
-        inner.db.settle()?;
+        let mut guard = store.writes.lock();
+        store.db.settle()?;
         // Nothing committed since the read (the common case when ingest is quiet): the rows
         // and markers are as read. Otherwise re-read them and keep only the unchanged rows.
-        let recheck = if inner.db.stats().batches_written == batches_before {
+        let recheck = if store.db.stats().batches_written == batches_before {
             None
         } else {
-            let snap = inner.db.snapshot();
+            let snap = store.db.snapshot();
             Some((
-                read_rows(&snap, &inner.data, chunk, Candidate::rowkey)?,
-                read_rows(&snap, &inner.meta, chunk, |c| &c.marker_key)?,
+                read_rows(&snap, &store.data, chunk, Candidate::rowkey)?,
+                read_rows(&snap, &store.meta, chunk, |c| &c.marker_key)?,
             ))
         };
         let mut batch = WriteBatch::new();
@@ -369,18 +364,18 @@ impl Tsdb {
                     // The row is exactly what was read (checked just above, and writers wait
                     // for this lock), so one row delete removes exactly the folded raw cells;
                     // the block put after it in the same batch survives it.
-                    batch.delete_row(&inner.data, key);
-                    batch.put(&inner.data, key, b"", block);
+                    batch.delete_row(&store.data, key);
+                    batch.put(&store.data, key, b"", block);
                     done.rows_compacted += 1;
                     done.cells_folded += cells;
                     done.block_points += points;
                 }
                 Outcome::Clean => done.rows_clean += 1,
             }
-            batch.delete_row(&inner.meta, &c.marker_key);
+            batch.delete_row(&store.meta, &c.marker_key);
         }
         guard.markers_deleted();
-        inner.db.write(&batch)?;
+        store.db.write(&batch)?;
         drop(guard);
         stats.add(&done);
         Ok(())
@@ -518,7 +513,7 @@ fn run_background(db: &Tsdb, interval: Duration, stop: &(Mutex<bool>, Condvar)) 
                 Err(e) => {
                     let wait = retry.map_or(RETRY_FIRST, |w| (w * 2).min(RETRY_MAX));
                     retry = Some(wait);
-                    db.inner.stats.rowcompact_error();
+                    db.counters().rowcompact_error();
                     tracing::warn!(
                         error = %e,
                         retry_in_ms = wait.as_millis() as u64,
@@ -592,15 +587,15 @@ mod tests {
         let marker_key = meta::key(
             meta::DIRTY_PREFIX,
             &crate::rowkey::encode_rowkey(
-                db.inner.index.read().series[0].salt,
-                &db.inner.index.read().series[0].tsuid,
+                db.index().read().series[0].salt,
+                &db.index().read().series[0].tsuid,
                 (HOUR0 / 1000) as u32,
             ),
         );
         let marker = db
-            .inner
+            .store()
             .db
-            .get(&db.inner.meta, &marker_key, meta::DIRTY_COLUMN)?;
+            .get(&db.store().meta, &marker_key, meta::DIRTY_COLUMN)?;
         assert!(marker.is_some());
         Ok(Candidate {
             marker_key: Bytes::from(marker_key),
@@ -627,7 +622,7 @@ mod tests {
         assert_eq!((stats.rows_raced, stats.rows_compacted), (1, 0));
         let s = db.rowcompact_all()?;
         assert_eq!(s.rows_compacted, 1);
-        let r = db.read("m", &[], HOUR0, HOUR0 + 10)?;
+        let r = db.read(&crate::ReadRequest::metric("m", &[], HOUR0, HOUR0 + 10))?;
         assert_eq!(r[0].points, vec![(HOUR0, Value::Int(2))]);
         Ok(())
     }
@@ -646,7 +641,7 @@ mod tests {
         db.rowcompact_commit(&chunk, read, &mut stats)?;
         assert_eq!((stats.rows_compacted, stats.cells_folded), (1, 2));
         assert_eq!(db.rowcompact_all()?, RowCompactStats::default());
-        let r = db.read("m", &[], HOUR0, HOUR0 + 10)?;
+        let r = db.read(&crate::ReadRequest::metric("m", &[], HOUR0, HOUR0 + 10))?;
         assert_eq!(
             r[0].points,
             vec![(HOUR0, Value::Int(1)), (HOUR0 + 5, Value::Int(2))]
@@ -711,9 +706,12 @@ mod tests {
         let mut left = 1;
         for _ in 0..400 {
             left = db
-                .inner
+                .store()
                 .db
-                .scan(&db.inner.meta, &ScanOptions::prefix(&[meta::DIRTY_PREFIX]))?
+                .scan(
+                    &db.store().meta,
+                    &ScanOptions::prefix(&[meta::DIRTY_PREFIX]),
+                )?
                 .count();
             if left == 0 {
                 break;

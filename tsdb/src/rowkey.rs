@@ -3,8 +3,9 @@
 //! ## Format
 //!
 //! ```text
-//! rowkey = salt (1) | metric uid (3) | base_time (4, BE u32 seconds) | (tagk uid (3), tagv uid (3))+
-//! tsuid  =            metric uid (3) |                                  (tagk uid (3), tagv uid (3))+
+//! rowkey = salt (1) | metric uid (3) | base_time (4, BE u32 seconds) | (tagk uid (3), tagv uid
+//! (3))+ tsuid  =            metric uid (3) |                                  (tagk uid (3), tagv
+//! uid (3))+
 //! ```
 //!
 //! 1. Every UID is 3 big-endian bytes; UID 0 is never assigned.
@@ -30,8 +31,8 @@ pub const ROW_SPAN_SECS: u32 = 3600;
 /// Bytes before the tag pairs of a rowkey.
 pub(crate) const ROWKEY_HEAD_LEN: usize = SALT_LEN + UID_LEN + TIME_LEN;
 
-/// A series identifier: metric UID followed by the sorted tag pairs (spec §d.2). No salt and no
-/// time.
+/// A series identifier: metric UID followed by the sorted tag pairs (OpenTSDB docs:
+/// `user_guide/uids`). No salt and no time.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Tsuid(Box<[u8]>);
 

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::error::{Error, Rejection};
-use crate::uid::UidKind;
+use crate::uid_kind::UidKind;
 
 /// Live counters, shared by every thread of a [`crate::Tsdb`].
 #[derive(Debug, Default)]

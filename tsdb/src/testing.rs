@@ -38,3 +38,10 @@ pub fn fix_block_checksum(block: &mut [u8]) {
         block[body..].copy_from_slice(&sum.to_be_bytes());
     }
 }
+
+impl crate::Tsdb {
+    /// The engine database under the tsdb, for tests that inspect or damage its tables.
+    pub fn engine_for_testing(&self) -> &strata_engine::Db {
+        &self.store().db
+    }
+}

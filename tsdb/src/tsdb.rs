@@ -9,14 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
-use roaring::RoaringBitmap;
 use rustc_hash::FxHashMap;
-use strata_engine::{Db, DbOptions, FlushFolder, Table, TableOptions, WriteBatch};
+use strata_engine::{Db, DbOptions, EngineStats, FlushFolder, TableOptions, WriteBatch};
 
 use crate::cell::{EncodedValue, encode_column, encode_value};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
-use crate::filter::Filter;
+use crate::fetch::Fetcher;
 use crate::fold::RowFold;
 use crate::meta;
 use crate::point::PointRef;
@@ -24,35 +23,13 @@ use crate::rowkey::{ROW_SPAN_SECS, Tsuid, base_time_of, encode_rowkey_into, salt
 use crate::series_cache::{CachedSeries, SeriesCache, raw_key};
 use crate::series_index::SeriesIndex;
 use crate::stats::{Stats, TsdbStats};
+use crate::store::{Store, WriteState};
 use crate::uid::{Uid, UidKind, UidTable};
 use crate::validate::{NameRules, check_finite, check_tag_set, timestamp_to_ms};
 use crate::value::Value;
 
 /// Bound of the write path's series cache.
 const SERIES_CACHE_ENTRIES: usize = 1 << 21;
-
-/// State of the write path, under `Inner::write_lock`.
-#[derive(Debug)]
-pub(crate) struct WriteState {
-    /// Changes whenever dirty markers may have been deleted (a row compaction or a delete
-    /// committed). A series whose marker for a row was written in the current epoch needs no
-    /// new one: nothing can have removed it since, as every removal commits under this lock.
-    marker_epoch: u32,
-}
-
-impl Default for WriteState {
-    fn default() -> Self {
-        // Never 0, the epoch of a cached series that has marked nothing yet.
-        WriteState { marker_epoch: 1 }
-    }
-}
-
-impl WriteState {
-    /// Called, under the write lock, before committing a batch that deletes dirty markers.
-    pub(crate) fn markers_deleted(&mut self) {
-        self.marker_epoch = self.marker_epoch.wrapping_add(1).max(1);
-    }
-}
 
 /// How [`Tsdb::commit`] hands its batch to the engine.
 #[derive(Clone, Copy)]
@@ -162,29 +139,24 @@ pub struct SeriesInfo {
 /// An open time-series database. Cheap to clone; clones share everything.
 #[derive(Debug, Clone)]
 pub struct Tsdb {
-    pub(crate) inner: Arc<Inner>,
+    inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
-pub(crate) struct Inner {
-    pub(crate) db: Db,
-    pub(crate) data: Table,
-    pub(crate) meta: Table,
-    pub(crate) uids: UidTable,
-    pub(crate) index: RwLock<SeriesIndex>,
-    /// Serializes the commit part of writes and deletes, so the index, the last points and the
-    /// series id counter follow the engine's batch order.
-    pub(crate) write_lock: Mutex<WriteState>,
+struct Inner {
+    store: Store,
+    uids: UidTable,
+    index: RwLock<SeriesIndex>,
     /// Raw metric and tags → resolved series, for the write path.
-    pub(crate) series_cache: SeriesCache,
+    series_cache: SeriesCache,
     /// Where the next [`Tsdb::rowcompact`] pass resumes its walk of the dirty markers.
-    pub(crate) rowcompact_cursor: Mutex<Option<Vec<u8>>>,
+    rowcompact_cursor: Mutex<Option<Vec<u8>>>,
     /// When a write last went into a row whose hour had closed (ms): a backfill is going on
     /// while that is recent (see `rowcompact.rs`).
-    pub(crate) last_closed_write_ms: AtomicU64,
-    pub(crate) buckets: u8,
-    pub(crate) opts: TsdbOptions,
-    pub(crate) stats: Stats,
+    last_closed_write_ms: AtomicU64,
+    buckets: u8,
+    opts: TsdbOptions,
+    stats: Stats,
 }
 
 /// A validated point, ready to commit. `R` is how it holds its series: an `Arc` from the series
@@ -279,12 +251,14 @@ impl Tsdb {
         );
         Ok(Tsdb {
             inner: Arc::new(Inner {
-                db,
-                data,
-                meta: meta_t,
+                store: Store {
+                    db,
+                    data,
+                    meta: meta_t,
+                    writes: Mutex::new(WriteState::default()),
+                },
                 uids,
                 index: RwLock::new(index),
-                write_lock: Mutex::new(WriteState::default()),
                 series_cache: SeriesCache::new(SERIES_CACHE_ENTRIES),
                 rowcompact_cursor: Mutex::new(None),
                 last_closed_write_ms: AtomicU64::new(0),
@@ -362,8 +336,8 @@ impl Tsdb {
                 enc,
             })
         });
-        // Straight into the commit: collected first, each point's `Result` (as large as the
-        // error type) was copied twice more, about 2 % of a telnet ingest's CPU.
+        // Straight into the commit: collecting first would copy each point's `Result` (as large
+        // as the error type) twice more, on the hottest path of ingest.
         self.commit(prepared, Commit::Queued)
     }
 
@@ -400,7 +374,7 @@ impl Tsdb {
                 Err(e) => results.push(Err(e)),
             }
         }
-        let state = inner.write_lock.lock();
+        let state = inner.store.writes.lock();
         let epoch = state.marker_epoch;
         // A data cell is a rowkey (40-odd bytes), a 3-byte column, a value and a few length
         // bytes; room for that per point spares the batch its doublings.
@@ -444,7 +418,7 @@ impl Tsdb {
                 encode_rowkey_into(series.salt, &series.tsuid, base, &mut rowkey);
                 let offset = (p.ts_ms - i64::from(base) * 1000) as u32;
                 batch.put(
-                    &inner.data,
+                    &inner.store.data,
                     &rowkey,
                     &encode_column(offset),
                     p.enc.as_bytes(),
@@ -458,7 +432,7 @@ impl Tsdb {
                 let (marked_base, marked_epoch) = series.marked();
                 if marked_base != base || !(open || marked_epoch == epoch) {
                     batch.put(
-                        &inner.meta,
+                        &inner.store.meta,
                         &meta::key(meta::DIRTY_PREFIX, &rowkey),
                         meta::DIRTY_COLUMN,
                         &now_ms.to_be_bytes(),
@@ -491,13 +465,13 @@ impl Tsdb {
         for tsuid in &new_series {
             let id = new_ids.get(tsuid).copied().unwrap_or(0);
             batch.put(
-                &inner.meta,
+                &inner.store.meta,
                 &meta::key(meta::SERIES_BY_TSUID_PREFIX, tsuid.as_bytes()),
                 meta::SERIES_ID_COLUMN,
                 &id.to_be_bytes(),
             );
             batch.put(
-                &inner.meta,
+                &inner.store.meta,
                 &meta::key(meta::SERIES_BY_ID_PREFIX, &id.to_be_bytes()),
                 meta::SERIES_TSUID_COLUMN,
                 tsuid.as_bytes(),
@@ -509,7 +483,7 @@ impl Tsdb {
             if u.persist {
                 let (ts, v) = u.point;
                 batch.put(
-                    &inner.meta,
+                    &inner.store.meta,
                     &meta::key(meta::LAST_PREFIX, &id.to_be_bytes()),
                     meta::LAST_COLUMN,
                     &meta::encode_last(ts, v),
@@ -522,9 +496,9 @@ impl Tsdb {
                 .fetch_max(now_ms, Ordering::Relaxed);
         }
         let committed = match how {
-            Commit::Wait => inner.db.write(&batch),
-            Commit::Sync => inner.db.write_sync(&batch),
-            Commit::Queued => inner.db.write_queued(&batch),
+            Commit::Wait => inner.store.db.write(&batch),
+            Commit::Sync => inner.store.db.write_sync(&batch),
+            Commit::Queued => inner.store.db.write_queued(&batch),
         };
         match committed {
             Ok(()) => {
@@ -625,14 +599,19 @@ impl Tsdb {
 
     fn resolve(&self, kind: UidKind, name: &str, create: bool) -> Result<Uid> {
         if create {
-            Ok(self
-                .inner
-                .uids
-                .get_or_assign(kind, name, &self.inner.stats)?
-                .0)
+            Ok(self.get_or_assign(kind, name)?.0)
         } else {
             self.inner.uids.lookup(kind, name)
         }
+    }
+
+    /// The UID of `name`, assigning (and counting) the next one if it has none.
+    fn get_or_assign(&self, kind: UidKind, name: &str) -> Result<(Uid, bool)> {
+        let got = self.inner.uids.get_or_assign(kind, name)?;
+        if got.1 {
+            self.inner.stats.uid_assigned(kind);
+        }
+        Ok(got)
     }
 
     /// The UID of a name.
@@ -657,11 +636,7 @@ impl Tsdb {
             .opts
             .name_rules
             .check(name, || what.to_string())?;
-        match self
-            .inner
-            .uids
-            .get_or_assign(kind, name, &self.inner.stats)?
-        {
+        match self.get_or_assign(kind, name)? {
             (uid, true) => Ok(uid),
             (uid, false) => Err(Error::NameExists {
                 kind,
@@ -690,7 +665,7 @@ impl Tsdb {
     pub fn drop_caches(&self) -> Result<()> {
         self.inner.uids.reload()?;
         self.inner.series_cache.clear();
-        self.inner.db.clear_block_cache();
+        self.inner.store.db.clear_block_cache();
         Ok(())
     }
 
@@ -709,168 +684,9 @@ impl Tsdb {
         self.inner.index.read().len()
     }
 
-    /// Series of `metric` that pass every filter (AND; `literal_or` filters on one key are
-    /// unioned). An unknown metric or tag key is a `NoSuchName` error.
-    pub fn find_series(&self, metric: &str, filters: &[Filter]) -> Result<RoaringBitmap> {
-        let m = self.inner.uids.lookup(UidKind::Metric, metric)?;
-        self.inner.index.read().find(m, filters, &self.inner.uids)
-    }
-
-    /// Series of any metric that pass every filter (`/api/search/lookup` without a metric).
-    pub fn find_series_any_metric(&self, filters: &[Filter]) -> Result<RoaringBitmap> {
-        let index = self.inner.index.read();
-        let mut out = RoaringBitmap::new();
-        for m in index.by_metric.keys() {
-            out |= index.find(*m, filters, &self.inner.uids)?;
-        }
-        Ok(out)
-    }
-
-    /// Everything the index knows about series `id`.
-    pub fn series_info(&self, id: u32) -> Result<Option<SeriesInfo>> {
-        let (tsuid, mut last, exact) = {
-            let index = self.inner.index.read();
-            match index.series.get(id as usize) {
-                Some(s) => (s.tsuid.clone(), s.last, s.last_exact),
-                None => return Ok(None),
-            }
-        };
-        if !exact && let Some(known) = last {
-            last = Some(self.refine_last(id, known)?);
-        }
-        let (metric, tags) = self.names_of(&tsuid)?;
-        Ok(Some(SeriesInfo {
-            id,
-            tsuid,
-            metric,
-            tags,
-            last,
-        }))
-    }
-
-    /// The newest point of series `id` when the index only has a lower bound `known` for it
-    /// (after a restart): the newest point is in the row of `known`, so that row is read.
-    fn refine_last(&self, id: u32, known: (i64, Value)) -> Result<(i64, Value)> {
-        let row_start = i64::from(base_time_of(known.0)) * 1000;
-        let row_end = row_start + i64::from(ROW_SPAN_SECS) * 1000 - 1;
-        let mut ids = RoaringBitmap::new();
-        ids.insert(id);
-        let found = self
-            .read_series(&ids, row_start, row_end)?
-            .into_iter()
-            .find_map(|s| s.points.last().copied());
-        let newest = match found {
-            Some(p) if p.0 >= known.0 => p,
-            _ => known,
-        };
-        let _state = self.inner.write_lock.lock();
-        let mut index = self.inner.index.write();
-        let Some(s) = index.series.get_mut(id as usize) else {
-            return Ok(newest);
-        };
-        // Writes since the read above moved `s.last` forward only when newer (or as new: the
-        // later write wins), and a delete sets it exactly; either way the larger is the newest.
-        if !s.last_exact {
-            match s.last {
-                Some(cur) if cur.0 >= newest.0 => {}
-                _ => s.last = Some(newest),
-            }
-            s.last_exact = true;
-        }
-        Ok(s.last.unwrap_or(newest))
-    }
-
-    /// The index with every newest point made exact, for tests that compare indexes.
-    #[cfg(test)]
-    pub(crate) fn index_snapshot(&self) -> Result<SeriesIndex> {
-        for id in 0..self.series_count() as u32 {
-            self.series_info(id)?;
-        }
-        Ok(self.inner.index.read().clone())
-    }
-
-    /// The TSUID of series `id`, without resolving names (cheaper than [`Tsdb::series_info`]).
-    pub fn series_tsuid(&self, id: u32) -> Option<Tsuid> {
-        self.inner
-            .index
-            .read()
-            .series
-            .get(id as usize)
-            .map(|s| s.tsuid.clone())
-    }
-
-    /// The metric name and tags of series `id` from the index alone (no read, unlike
-    /// [`Tsdb::series_info`]); `None` for an unknown id.
-    pub fn series_names(&self, id: u32) -> Result<Option<SeriesNames>> {
-        match self.series_tsuid(id) {
-            Some(tsuid) => Ok(Some(self.names_of(&tsuid)?)),
-            None => Ok(None),
-        }
-    }
-
-    /// The names of the metrics that have a series, sorted.
-    pub fn metric_names(&self) -> Result<Vec<String>> {
-        let uids: Vec<Uid> = {
-            let index = self.inner.index.read();
-            index
-                .by_metric
-                .iter()
-                .filter(|(_, ids)| !ids.is_empty())
-                .map(|(uid, _)| *uid)
-                .collect()
-        };
-        self.sorted_names(UidKind::Metric, uids)
-    }
-
-    /// The tag keys that a series has, sorted.
-    pub fn tag_keys(&self) -> Result<Vec<String>> {
-        let uids: Vec<Uid> = {
-            let index = self.inner.index.read();
-            index
-                .by_tag
-                .iter()
-                .filter(|(_, p)| !p.all.is_empty())
-                .map(|(uid, _)| *uid)
-                .collect()
-        };
-        self.sorted_names(UidKind::Tagk, uids)
-    }
-
-    /// The values of tag key `tagk` that a series has, sorted; none for an unknown key.
-    pub fn tag_values(&self, tagk: &str) -> Result<Vec<String>> {
-        let Some(key) = self.inner.uids.get(UidKind::Tagk, tagk) else {
-            return Ok(Vec::new());
-        };
-        let uids: Vec<Uid> = {
-            let index = self.inner.index.read();
-            index.by_tag.get(&key).map_or_else(Vec::new, |p| {
-                p.by_value
-                    .iter()
-                    .filter(|(_, ids)| !ids.is_empty())
-                    .map(|(uid, _)| *uid)
-                    .collect()
-            })
-        };
-        self.sorted_names(UidKind::Tagv, uids)
-    }
-
-    fn sorted_names(&self, kind: UidKind, uids: Vec<Uid>) -> Result<Vec<String>> {
-        let mut names = uids
-            .into_iter()
-            .map(|u| Ok(self.inner.uids.name(kind, u)?.to_string()))
-            .collect::<Result<Vec<String>>>()?;
-        names.sort_unstable();
-        Ok(names)
-    }
-
     /// The options the database was opened with.
     pub fn options(&self) -> &TsdbOptions {
         &self.inner.opts
-    }
-
-    /// The id of a series.
-    pub fn series_id(&self, tsuid: &Tsuid) -> Option<u32> {
-        self.inner.index.read().id(tsuid)
     }
 
     pub(crate) fn names_of(&self, tsuid: &Tsuid) -> Result<(String, Vec<(String, String)>)> {
@@ -888,27 +704,79 @@ impl Tsdb {
     /// `Db::write_may_block`). Writes that assign new UIDs also fsync, which this does not
     /// foresee.
     pub fn write_may_block(&self) -> bool {
-        self.inner.db.write_may_block()
+        self.inner.store.db.write_may_block()
     }
 
     /// Waits until the points of every [`Tsdb::write_series`] before the call are visible.
     pub fn settle(&self) -> Result<()> {
-        Ok(self.inner.db.settle()?)
+        Ok(self.inner.store.db.settle()?)
     }
 
     /// Fsyncs the engine's WAL.
     pub fn sync(&self) -> Result<()> {
-        Ok(self.inner.db.sync_wal()?)
+        Ok(self.inner.store.db.sync_wal()?)
     }
 
     /// Flushes the engine's memtables.
     pub fn flush(&self) -> Result<()> {
-        Ok(self.inner.db.flush()?)
+        Ok(self.inner.store.db.flush()?)
     }
 
-    /// The engine database (for the row compactor and admin tools).
-    pub fn engine(&self) -> &Db {
-        &self.inner.db
+    /// Compacts every table of the engine fully (`strata compact`, benches).
+    pub fn compact_all(&self) -> Result<()> {
+        Ok(self.inner.store.db.compact_all()?)
+    }
+
+    /// The engine's counters, for `/metrics` and `/api/stats`.
+    pub fn engine_stats(&self) -> EngineStats {
+        self.inner.store.db.stats()
+    }
+
+    /// The engine tables and the writers' lock, for the modules that add reads, deletes, row
+    /// compaction and annotations to `Tsdb`.
+    pub(crate) fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The series index.
+    pub(crate) fn index(&self) -> &RwLock<SeriesIndex> {
+        &self.inner.index
+    }
+
+    /// The UID maps.
+    pub(crate) fn uids(&self) -> &UidTable {
+        &self.inner.uids
+    }
+
+    /// The live counters.
+    pub(crate) fn counters(&self) -> &Stats {
+        &self.inner.stats
+    }
+
+    /// Where the row compactor resumes its walk of the dirty markers.
+    pub(crate) fn rowcompact_cursor(&self) -> &Mutex<Option<Vec<u8>>> {
+        &self.inner.rowcompact_cursor
+    }
+
+    /// When a write last went into a row whose hour had closed (ms since the epoch).
+    pub(crate) fn last_closed_write_ms(&self) -> u64 {
+        self.inner.last_closed_write_ms.load(Ordering::Relaxed)
+    }
+
+    /// Forgets the write path's resolved series, after a change that may resolve a name to
+    /// another series or remove the dirty markers it remembers.
+    pub(crate) fn forget_cached_series(&self) {
+        self.inner.series_cache.clear();
+    }
+
+    /// What a read needs of this database.
+    pub(crate) fn fetcher(&self) -> Fetcher<'_> {
+        Fetcher {
+            store: &self.inner.store,
+            index: &self.inner.index,
+            buckets: self.inner.buckets,
+            block_cache_bytes: self.inner.opts.db.block_cache_bytes as u64,
+        }
     }
 }
 
@@ -981,7 +849,7 @@ mod tests {
         );
         // Queued: visible once settled.
         db.settle()?;
-        let read = db.read("m", &[], 0, i64::MAX)?;
+        let read = db.read(&crate::ReadRequest::metric("m", &[], 0, i64::MAX))?;
         assert_eq!(read.len(), 1);
         assert_eq!(
             read[0].points,
@@ -992,7 +860,7 @@ mod tests {
                 (hour * 1000 + 3500, Value::Float(1.5)),
             ]
         );
-        let read2 = db.read("m2", &[], 0, i64::MAX)?;
+        let read2 = db.read(&crate::ReadRequest::metric("m2", &[], 0, i64::MAX))?;
         assert_eq!(read2.len(), 1);
         assert_eq!(
             read2[0].points,
@@ -1009,6 +877,31 @@ mod tests {
         assert_eq!(db.series_count(), 2);
         db.rename_uid(UidKind::Tagv, "a", "b")?;
         assert_ne!(h.epoch(), db.series_epoch(), "a rename makes handles stale");
+        Ok(())
+    }
+
+    /// Every UID a write or `assign_uid` assigns is counted once, per kind.
+    #[test]
+    fn assigned_uids_are_counted() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let db = Tsdb::open(dir.path(), TsdbOptions::default())?;
+        let tags = [("host", "a")];
+        for metric in ["sys.cpu", "sys.mem", "sys.cpu"] {
+            let p = PointRef {
+                metric,
+                tags: &tags,
+                timestamp: 1_356_998_400,
+                value: Value::Int(1),
+            };
+            for r in db.write(&[p]) {
+                r?;
+            }
+        }
+        db.assign_uid(UidKind::Metric, "x")?;
+        assert!(db.assign_uid(UidKind::Metric, "x").is_err());
+        let s = db.stats();
+        assert_eq!(s.uids_assigned_metrics, 3);
+        assert_eq!((s.uids_assigned_tagk, s.uids_assigned_tagv), (1, 1));
         Ok(())
     }
 
@@ -1039,10 +932,10 @@ mod tests {
         let db = Tsdb::open(dir.path(), opts)?;
         let inner = &db.inner;
         let mut hours = Vec::new();
-        for row in inner
-            .db
-            .scan(&inner.meta, &ScanOptions::prefix(&[meta::DIRTY_PREFIX]))?
-        {
+        for row in inner.store.db.scan(
+            &inner.store.meta,
+            &ScanOptions::prefix(&[meta::DIRTY_PREFIX]),
+        )? {
             let row = row?;
             let rk = RowKey::decode(&row.key[1..])?;
             assert_eq!(row.cells[0].value.as_ref(), &42_000u64.to_be_bytes());
@@ -1076,9 +969,12 @@ mod tests {
             }
             // Only the first point of the row was persisted as the newest.
             let persisted = db
-                .inner
+                .store()
                 .db
-                .scan(&db.inner.meta, &ScanOptions::prefix(&[meta::LAST_PREFIX]))?
+                .scan(
+                    &db.inner.store.meta,
+                    &ScanOptions::prefix(&[meta::LAST_PREFIX]),
+                )?
                 .map(|r| r.map(|r| r.cells[0].value.clone()))
                 .collect::<std::result::Result<Vec<_>, _>>()?;
             assert_eq!(persisted.len(), 1);
@@ -1130,10 +1026,10 @@ mod tests {
             db.write(&[p, p]).into_iter().collect()
         };
         let marker = || -> Result<Option<Vec<u8>>> {
-            let mut rows = db
-                .inner
-                .db
-                .scan(&db.inner.meta, &ScanOptions::prefix(&[meta::DIRTY_PREFIX]))?;
+            let mut rows = db.store().db.scan(
+                &db.inner.store.meta,
+                &ScanOptions::prefix(&[meta::DIRTY_PREFIX]),
+            )?;
             Ok(rows.next().transpose()?.map(|r| r.cells[0].value.to_vec()))
         };
         write(hour)?;
@@ -1176,7 +1072,11 @@ mod tests {
         db.rowcompact_all()?;
         write(hour + 56)?;
         assert!(marker()?.is_some());
-        let points = db.read_series(&db.find_series("m", &[])?, 0, i64::MAX)?;
+        let points = db.read(&crate::ReadRequest::ids(
+            &db.find_series("m", &[])?,
+            0,
+            i64::MAX,
+        ))?;
         let ts: Vec<i64> = points[0].points.iter().map(|p| p.0).collect();
         let want: Vec<i64> = [0, 30, 40, 50, 55, 56]
             .iter()
@@ -1208,9 +1108,12 @@ mod tests {
         };
         let markers = || -> Result<usize> {
             Ok(db
-                .inner
+                .store()
                 .db
-                .scan(&db.inner.meta, &ScanOptions::prefix(&[meta::DIRTY_PREFIX]))?
+                .scan(
+                    &db.inner.store.meta,
+                    &ScanOptions::prefix(&[meta::DIRTY_PREFIX]),
+                )?
                 .count())
         };
         write(hour)?;

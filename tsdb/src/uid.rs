@@ -28,7 +28,7 @@ use parking_lot::{Mutex, RwLock};
 use strata_engine::{Db, ScanOptions, Table, WriteBatch};
 
 use crate::error::{Error, Result, hex_upper};
-use crate::stats::Stats;
+pub(crate) use crate::uid_kind::UidKind;
 
 /// Bytes of a UID.
 pub(crate) const UID_LEN: usize = 3;
@@ -75,65 +75,6 @@ impl fmt::Display for Uid {
     /// Upper-case fixed-width hex, as OpenTSDB's API prints UIDs (`00002A`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&hex_upper(&self.to_bytes()))
-    }
-}
-
-/// The three UID namespaces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum UidKind {
-    /// Metric names (`metrics`).
-    Metric,
-    /// Tag keys (`tagk`).
-    Tagk,
-    /// Tag values (`tagv`).
-    Tagv,
-}
-
-impl UidKind {
-    /// Every kind.
-    pub const ALL: [UidKind; 3] = [UidKind::Metric, UidKind::Tagk, UidKind::Tagv];
-
-    /// The name used in storage and messages: `metrics`, `tagk`, `tagv`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UidKind::Metric => "metrics",
-            UidKind::Tagk => "tagk",
-            UidKind::Tagv => "tagv",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-
-    pub(crate) fn id_column(self) -> &'static [u8] {
-        match self {
-            UidKind::Metric => b"id:metrics",
-            UidKind::Tagk => b"id:tagk",
-            UidKind::Tagv => b"id:tagv",
-        }
-    }
-
-    pub(crate) fn name_column(self) -> &'static [u8] {
-        match self {
-            UidKind::Metric => b"name:metrics",
-            UidKind::Tagk => b"name:tagk",
-            UidKind::Tagv => b"name:tagv",
-        }
-    }
-
-    pub(crate) fn max_column(self) -> &'static [u8] {
-        match self {
-            UidKind::Metric => b"max:metrics",
-            UidKind::Tagk => b"max:tagk",
-            UidKind::Tagv => b"max:tagv",
-        }
-    }
-}
-
-impl fmt::Display for UidKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -238,12 +179,7 @@ impl UidTable {
 
     /// The UID of `name`, assigning the next one if it has none. Returns the UID and whether it
     /// was just assigned.
-    pub(crate) fn get_or_assign(
-        &self,
-        kind: UidKind,
-        name: &str,
-        stats: &Stats,
-    ) -> Result<(Uid, bool)> {
+    pub(crate) fn get_or_assign(&self, kind: UidKind, name: &str) -> Result<(Uid, bool)> {
         if let Some(uid) = self.get(kind, name) {
             return Ok((uid, false));
         }
@@ -281,7 +217,6 @@ impl UidTable {
         m.max = next;
         m.by_name.insert(name.clone(), uid);
         m.by_uid.insert(uid, name);
-        stats.uid_assigned(kind);
         tracing::trace!(kind = kind.as_str(), uid = next, "assigned uid");
         Ok((uid, true))
     }
@@ -391,10 +326,9 @@ mod tests {
     #[test]
     fn reload_reads_the_table_again() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        let stats = Stats::default();
         let u = open(dir.path(), MAX_UID)?;
-        u.get_or_assign(UidKind::Metric, "a", &stats)?;
-        u.get_or_assign(UidKind::Tagv, "v", &stats)?;
+        u.get_or_assign(UidKind::Metric, "a")?;
+        u.get_or_assign(UidKind::Tagv, "v")?;
         let mut batch = WriteBatch::new();
         batch.put(&u.table, b"b", UidKind::Metric.id_column(), &[0, 0, 9]);
         batch.put(&u.table, &[0, 0, 9], UidKind::Metric.name_column(), b"b");
@@ -406,35 +340,22 @@ mod tests {
         assert_eq!(u.get(UidKind::Metric, "a"), Some(Uid(1)));
         assert_eq!(u.get(UidKind::Tagv, "v"), Some(Uid(1)));
         // The counter came back too: the next name gets the next UID.
-        assert_eq!(
-            u.get_or_assign(UidKind::Metric, "c", &stats)?,
-            (Uid(2), true)
-        );
+        assert_eq!(u.get_or_assign(UidKind::Metric, "c")?, (Uid(2), true));
         Ok(())
     }
 
     #[test]
     fn assign_lookup_rename_reopen() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        let stats = Stats::default();
         {
             let u = open(dir.path(), MAX_UID)?;
+            assert_eq!(u.get_or_assign(UidKind::Metric, "sys.cpu")?, (Uid(1), true));
+            assert_eq!(u.get_or_assign(UidKind::Metric, "sys.mem")?, (Uid(2), true));
             assert_eq!(
-                u.get_or_assign(UidKind::Metric, "sys.cpu", &stats)?,
-                (Uid(1), true)
-            );
-            assert_eq!(
-                u.get_or_assign(UidKind::Metric, "sys.mem", &stats)?,
-                (Uid(2), true)
-            );
-            assert_eq!(
-                u.get_or_assign(UidKind::Metric, "sys.cpu", &stats)?,
+                u.get_or_assign(UidKind::Metric, "sys.cpu")?,
                 (Uid(1), false)
             );
-            assert_eq!(
-                u.get_or_assign(UidKind::Tagk, "sys.cpu", &stats)?,
-                (Uid(1), true)
-            );
+            assert_eq!(u.get_or_assign(UidKind::Tagk, "sys.cpu")?, (Uid(1), true));
             u.rename(UidKind::Metric, "sys.mem", "sys.memory")?;
             assert!(matches!(
                 u.rename(UidKind::Metric, "sys.cpu", "sys.memory"),
@@ -452,29 +373,24 @@ mod tests {
         assert_eq!(u.get(UidKind::Metric, "sys.memory"), Some(Uid(2)));
         assert_eq!(u.get(UidKind::Metric, "sys.mem"), None);
         assert_eq!(&*u.name(UidKind::Metric, Uid(2))?, "sys.memory");
-        assert_eq!(
-            u.get_or_assign(UidKind::Metric, "x", &stats)?,
-            (Uid(3), true)
-        );
+        assert_eq!(u.get_or_assign(UidKind::Metric, "x")?, (Uid(3), true));
         assert_eq!(
             u.suggest(UidKind::Metric, "sys.", 10),
             vec!["sys.cpu", "sys.memory"]
         );
         assert_eq!(u.suggest(UidKind::Metric, "sys.", 1), vec!["sys.cpu"]);
         assert_eq!(u.count(UidKind::Tagk), 1);
-        assert_eq!(stats.snapshot().uids_assigned_metrics, 3);
         Ok(())
     }
 
     #[test]
     fn exhaustion_message() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        let stats = Stats::default();
         let u = open(dir.path(), 2)?;
-        u.get_or_assign(UidKind::Tagv, "a", &stats)?;
-        u.get_or_assign(UidKind::Tagv, "b", &stats)?;
+        u.get_or_assign(UidKind::Tagv, "a")?;
+        u.get_or_assign(UidKind::Tagv, "b")?;
         let e = u
-            .get_or_assign(UidKind::Tagv, "c", &stats)
+            .get_or_assign(UidKind::Tagv, "c")
             .err()
             .map(|e| e.to_string());
         assert_eq!(

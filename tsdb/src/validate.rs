@@ -1,6 +1,7 @@
-//! OpenTSDB's rules for names, tag sets and write timestamps (spec §a.1, §a.2, §a.4, §b.3 step 8).
+//! OpenTSDB's rules for names, tag sets and write timestamps (OpenTSDB docs: `user_guide/writing`,
+//! `api_http/put`).
 //!
-//! Names are UTF-8 end to end (compat exception #1): a name is checked char by char, and is
+//! Names are UTF-8 end to end (`docs/compat.md` #1): a name is checked char by char, and is
 //! never re-encoded.
 
 use crate::cell::encode_value;
@@ -130,8 +131,8 @@ pub fn check_point(
 }
 
 /// Normalizes a write timestamp to milliseconds. Values above `0xFFFFFFFF` are milliseconds,
-/// others seconds (a magnitude rule, spec §a.4). `describe_value` renders the value for the
-/// error message.
+/// others seconds (a magnitude rule, OpenTSDB docs: `user_guide/writing`). `describe_value` renders
+/// the value for the error message.
 pub(crate) fn timestamp_to_ms<S: AsRef<str>>(
     timestamp: i64,
     metric: &str,

@@ -10,14 +10,14 @@ fn agg(name: &str) -> Aggregator {
 fn ints(points: &[(i64, i64)]) -> Vec<Point> {
     points
         .iter()
-        .map(|&(t, v)| (T + t * S, Num::Int(v)))
+        .map(|&(t, v)| (T + t * S, Value::Int(v)))
         .collect()
 }
 
 fn floats(points: &[(i64, f64)]) -> Vec<Point> {
     points
         .iter()
-        .map(|&(t, v)| (T + t * S, Num::Float(v)))
+        .map(|&(t, v)| (T + t * S, Value::Float(v)))
         .collect()
 }
 
@@ -38,16 +38,17 @@ fn run(name: &str, a: &[Point], b: &[Point]) -> Vec<Point> {
 fn sum_lerp_without_truncation() {
     let (a, b) = unaligned();
     // T+30: only A (B not started) = 1
-    // T+45: A lerp 1 + 15*(2-1)/30 = 1.5, + 300 = 301.5 (OpenTSDB truncates to 301; exception #4)
+    // T+45: A lerp 1 + 15*(2-1)/30 = 1.5, + 300 = 301.5 (OpenTSDB truncates to 301;
+    // `docs/compat.md` #4)
     // T+60: 2 + B lerp 299.5 = 301.5; T+75: 2.5 + 299 = 301.5; T+90: 3 + 298.5 = 301.5
     // T+105: A ended -> 298
     let expect = vec![
-        (T + 30 * S, Num::Int(1)),
-        (T + 45 * S, Num::Float(301.5)),
-        (T + 60 * S, Num::Float(301.5)),
-        (T + 75 * S, Num::Float(301.5)),
-        (T + 90 * S, Num::Float(301.5)),
-        (T + 105 * S, Num::Int(298)),
+        (T + 30 * S, Value::Int(1)),
+        (T + 45 * S, Value::Float(301.5)),
+        (T + 60 * S, Value::Float(301.5)),
+        (T + 75 * S, Value::Float(301.5)),
+        (T + 90 * S, Value::Float(301.5)),
+        (T + 105 * S, Value::Int(298)),
     ];
     assert_eq!(run("sum", &a, &b), expect);
 }
@@ -66,7 +67,7 @@ fn integral_lerp_stays_integer() {
 fn zim_max_min_prev_fills() {
     let (a, b) = unaligned();
     let vals =
-        |name: &str| -> Vec<f64> { run(name, &a, &b).iter().map(|p| p.1.to_f64()).collect() };
+        |name: &str| -> Vec<f64> { run(name, &a, &b).iter().map(|p| p.1.as_f64()).collect() };
     // zimsum: the missing series counts 0: 1, 0+300, 2+0, 0+299, 3+0, 298
     assert_eq!(vals("zimsum"), vec![1.0, 300.0, 2.0, 299.0, 3.0, 298.0]);
     assert!(run("zimsum", &a, &b).iter().all(|p| p.1.is_int()));
@@ -89,7 +90,7 @@ fn zim_max_min_prev_fills() {
 fn lerp_functions() {
     let (a, b) = unaligned();
     let vals =
-        |name: &str| -> Vec<f64> { run(name, &a, &b).iter().map(|p| p.1.to_f64()).collect() };
+        |name: &str| -> Vec<f64> { run(name, &a, &b).iter().map(|p| p.1.as_f64()).collect() };
     // pairs per timestamp: (1), (1.5,300), (2,299.5), (2.5,299), (3,298.5), (298)
     assert_eq!(vals("max"), vec![1.0, 300.0, 299.5, 299.0, 298.5, 298.0]);
     assert_eq!(vals("min"), vec![1.0, 1.5, 2.0, 2.5, 3.0, 298.0]);
@@ -152,7 +153,7 @@ fn rate_series_use_previous_rate_and_no_seed() {
     // A rates 1.0 at T+60, 2.0 at T+90; B rates 10.0 at T+75, 20.0 at T+105.
     let a = floats(&[(60, 1.0), (90, 2.0)]);
     let b = floats(&[(75, 10.0), (105, 20.0)]);
-    // T+60: B has no rate yet -> left out (exception #3): 1.0
+    // T+60: B has no rate yet -> left out (`docs/compat.md` #3): 1.0
     // T+75: A previous rate 1.0 (no LERP) + 10 = 11; T+90: 2 + B previous 10 = 12; T+105: 20
     let out = aggregate(&[&a, &b], agg("sum"), true, true);
     assert_eq!(
@@ -163,13 +164,13 @@ fn rate_series_use_previous_rate_and_no_seed() {
 
 #[test]
 fn mixed_int_float_single_series() {
-    // Each point keeps its type (exception #14; OpenTSDB's `runMixedSingleTS` turns the 1 into
-    // a double because a double follows it).
+    // Each point keeps its type (`docs/compat.md` #14; OpenTSDB's `runMixedSingleTS` turns the 1
+    // into a double because a double follows it).
     let s = vec![
-        (T, Num::Int(1)),
-        (T + S, Num::Float(2.5)),
-        (T + 2 * S, Num::Int(9_007_199_254_740_993)),
-        (T + 3 * S, Num::Int(i64::MIN)),
+        (T, Value::Int(1)),
+        (T + S, Value::Float(2.5)),
+        (T + 2 * S, Value::Int(9_007_199_254_740_993)),
+        (T + 3 * S, Value::Int(i64::MIN)),
     ];
     for name in [
         "sum", "min", "max", "first", "last", "avg", "zimsum", "mimmax",
@@ -188,21 +189,21 @@ fn integer_sums_are_exact_past_2_pow_53_and_i64() {
         (20, i64::MIN),
     ]);
     let out = aggregate(&[&a, &b], agg("sum"), false, true);
-    assert_eq!(out[0], (T, Num::Int(i64::MAX)));
-    assert_eq!(out[1], (T + 10 * S, Num::Float(2.0 * i64::MAX as f64)));
-    assert_eq!(out[2], (T + 20 * S, Num::Float(i64::MIN as f64 - 3.0)));
+    assert_eq!(out[0], (T, Value::Int(i64::MAX)));
+    assert_eq!(out[1], (T + 10 * S, Value::Float(2.0 * i64::MAX as f64)));
+    assert_eq!(out[2], (T + 20 * S, Value::Float(i64::MIN as f64 - 3.0)));
     // The general path (unaligned: b lacks T+10) interpolates exactly and sums exactly too.
     let b = ints(&[
         (0, 4_611_686_018_427_387_903),
         (20, 4_611_686_018_427_387_903),
     ]);
     let out = aggregate(&[&a, &b], agg("sum"), false, true);
-    assert_eq!(out[0], (T, Num::Int(i64::MAX)));
+    assert_eq!(out[0], (T, Value::Int(i64::MAX)));
     assert_eq!(
         out[1],
         (
             T + 10 * S,
-            Num::from_i128(i128::from(i64::MAX) + 4_611_686_018_427_387_903)
+            crate::num::from_i128(i128::from(i64::MAX) + 4_611_686_018_427_387_903)
         )
     );
     // max and min pick the exact integer, not its rounded double.
@@ -219,7 +220,7 @@ fn nan_inputs_are_skipped() {
     let b = floats(&[(0, 5.0), (60, f64::NAN), (120, f64::NAN)]);
     let out = aggregate(&[&a, &b], agg("sum"), false, true);
     assert_eq!(&out[..2], &floats(&[(0, 5.0), (60, 2.0)])[..]);
-    assert!(matches!(out[2], (t, Num::Float(v)) if t == T + 120 * S && v.is_nan()));
+    assert!(matches!(out[2], (t, Value::Float(v)) if t == T + 120 * S && v.is_nan()));
 }
 
 #[test]
@@ -239,12 +240,12 @@ mod prop {
     use proptest::prelude::*;
 
     /// Any integer, or a double (small, any bits, or NaN now and then).
-    fn any_num() -> impl Strategy<Value = Num> {
+    fn any_num() -> impl Strategy<Value = Value> {
         prop_oneof![
-            3 => any::<i64>().prop_map(Num::Int),
-            2 => (-1000i64..1000).prop_map(Num::Int),
-            2 => (-1e6f64..1e6).prop_map(Num::Float),
-            1 => any::<f64>().prop_map(Num::Float),
+            3 => any::<i64>().prop_map(Value::Int),
+            2 => (-1000i64..1000).prop_map(Value::Int),
+            2 => (-1e6f64..1e6).prop_map(Value::Float),
+            1 => any::<f64>().prop_map(Value::Float),
         ]
     }
 
@@ -277,12 +278,12 @@ mod prop {
             for ((t, got), (i, (x, y))) in out.iter().zip(values.iter().enumerate()) {
                 prop_assert_eq!(*t, T + i as i64);
                 match (x, y) {
-                    (Num::Int(x), Num::Int(y)) => {
-                        prop_assert_eq!(*got, Num::from_i128(i128::from(*x) + i128::from(*y)));
+                    (Value::Int(x), Value::Int(y)) => {
+                        prop_assert_eq!(*got, crate::num::from_i128(i128::from(*x) + i128::from(*y)));
                     }
                     _ => {
                         prop_assert!(!got.is_int());
-                        let (x, y) = (x.to_f64(), y.to_f64());
+                        let (x, y) = (x.as_f64(), y.as_f64());
                         let expect = match (x.is_nan(), y.is_nan()) {
                             (true, true) => f64::NAN,
                             (true, false) => y,
@@ -292,7 +293,7 @@ mod prop {
                         // Only a mixed pair's integer may be past 2^53 and keep bits a plain
                         // f64 sum loses: compare within the integer's rounding.
                         let tol = x.abs().max(y.abs()) * f64::EPSILON * 2.0;
-                        let g = got.to_f64();
+                        let g = got.as_f64();
                         prop_assert!(
                             (g.is_nan() && expect.is_nan()) || g == expect || (g - expect).abs() <= tol,
                             "{:?} + {:?} = {:?}", x, y, got
@@ -318,9 +319,9 @@ mod prop {
                         .map(|(i, r)| {
                             let (kind, v) = r[j];
                             let v = match kind {
-                                0 => Num::Float(f64::NAN),
-                                1 | 2 => Num::Int(v),
-                                _ => Num::Float(v as f64 / 4.0),
+                                0 => Value::Float(f64::NAN),
+                                1 | 2 => Value::Int(v),
+                                _ => Value::Float(v as f64 / 4.0),
                             };
                             (T + i as i64 * 1000, v)
                         })

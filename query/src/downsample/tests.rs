@@ -13,13 +13,13 @@ fn spec(s: &str) -> DownsampleSpec {
 }
 
 fn ints(points: &[(i64, i64)]) -> Vec<Point> {
-    points.iter().map(|&(t, v)| (t, Num::Int(v))).collect()
+    points.iter().map(|&(t, v)| (t, Value::Int(v))).collect()
 }
 
 /// Output as (ts, f64) pairs, for the tests of where buckets fall (the tests of value types
-/// compare `Num`s).
+/// compare `Value`s).
 fn floats(out: Vec<Point>) -> Vec<(i64, f64)> {
-    out.into_iter().map(|(t, v)| (t, v.to_f64())).collect()
+    out.into_iter().map(|(t, v)| (t, v.as_f64())).collect()
 }
 
 fn ms(tz: Tz, y: i32, mo: u32, d: u32, h: u32) -> i64 {
@@ -144,12 +144,12 @@ fn bucket_functions_keep_integers_exact() {
     assert_eq!(run("1m-max"), ints(&[(T, 6)]));
     let dev = run("1m-dev")[0].1;
     assert!(!dev.is_int());
-    assert!((dev.to_f64() - (14.0f64 / 3.0).sqrt()).abs() < 1e-12);
+    assert!((dev.as_f64() - (14.0f64 / 3.0).sqrt()).abs() < 1e-12);
     // {1,2}: avg 1.5, not truncated
     let two = ints(&[(T, 1), (T + SEC, 2)]);
     assert_eq!(
         downsample(&two, &spec("1m-avg"), T, T + MIN, UTC).unwrap(),
-        vec![(T, Num::Float(1.5))]
+        vec![(T, Value::Float(1.5))]
     );
     // Past 2^53 and past i64: sums are exact, and a double only past i64.
     let big = ints(&[
@@ -161,22 +161,22 @@ fn bucket_functions_keep_integers_exact() {
     assert_eq!(
         downsample(&big, &spec("1m-sum"), T, T + 2 * MIN, UTC).unwrap(),
         vec![
-            (T, Num::Int(9_007_199_254_740_995)),
-            (T + MIN, Num::Float(9_223_372_036_854_775_808.0)),
+            (T, Value::Int(9_007_199_254_740_995)),
+            (T + MIN, Value::Float(9_223_372_036_854_775_808.0)),
         ]
     );
     // A bucket with a double in it is a double.
     let mixed = vec![
-        (T, Num::Int(9_007_199_254_740_993)),
-        (T + SEC, Num::Float(0.5)),
+        (T, Value::Int(9_007_199_254_740_993)),
+        (T + SEC, Value::Float(0.5)),
     ];
     assert_eq!(
         downsample(&mixed, &spec("1m-sum"), T, T + MIN, UTC).unwrap(),
-        vec![(T, Num::Float(9_007_199_254_740_994.0))]
+        vec![(T, Value::Float(9_007_199_254_740_994.0))]
     );
     assert_eq!(
         downsample(&mixed, &spec("1m-max"), T, T + MIN, UTC).unwrap(),
-        vec![(T, Num::Int(9_007_199_254_740_993))]
+        vec![(T, Value::Int(9_007_199_254_740_993))]
     );
 }
 
@@ -184,7 +184,7 @@ fn bucket_functions_keep_integers_exact() {
 fn range_edges() {
     // start T+45s is inside bucket [T, T+60s): that partial bucket is not emitted, so the point at
     // T+50s (10) is dropped. T+90s -> bucket T+60s; T+150s -> T+120s; T+180s (= end) -> T+180s;
-    // T+185s is after end: excluded (exception #8), so bucket T+180s is 7, not 107.
+    // T+185s is after end: excluded (`docs/compat.md` #8), so bucket T+180s is 7, not 107.
     let pts = ints(&[
         (T + 30 * SEC, 1),
         (T + 50 * SEC, 10),
@@ -255,7 +255,9 @@ fn fill_with_no_point_in_range_and_empty_input() {
 #[test]
 fn all_interval() {
     // 300 points, values 1..=300, every 30 s from T+30s.
-    let pts: Vec<Point> = (1..=300).map(|i| (T + i * 30 * SEC, Num::Int(i))).collect();
+    let pts: Vec<Point> = (1..=300)
+        .map(|i| (T + i * 30 * SEC, Value::Int(i)))
+        .collect();
     let run = |s, e| floats(downsample(&pts, &spec("0all-sum"), s, e, UTC).unwrap());
     // 300*301/2 = 45150 at T
     assert_eq!(run(T, T + 43_200 * SEC), vec![(T, 45_150.0)]);
@@ -264,7 +266,7 @@ fn all_interval() {
         run(T + 100 * SEC, T + 200 * SEC),
         vec![(T + 100 * SEC, 15.0)]
     );
-    // end inclusive (exception #8): [T+90, T+180] -> 3+4+5+6 = 18
+    // end inclusive (`docs/compat.md` #8): [T+90, T+180] -> 3+4+5+6 = 18
     assert_eq!(run(T + 90 * SEC, T + 180 * SEC), vec![(T + 90 * SEC, 18.0)]);
     // nothing in range: nothing, even with a fill policy
     let fill = downsample(&pts, &spec("0all-sum-zero"), T, T + 10 * SEC, UTC).unwrap();
@@ -412,7 +414,7 @@ mod prop {
                     (T + t, v)
                 })
                 .collect();
-            let at = |p: &(i64, Value)| (p.0, to_num(p.1));
+            let at = |p: &(i64, Value)| *p;
             // One case in three downsamples to `all`.
             let all = all == 0;
             let spec = DownsampleSpec {
@@ -461,7 +463,7 @@ mod prop {
             start_off in 0i64..60_000,
             len in 0i64..700_000,
         ) {
-            let pts: Vec<Point> = offsets.iter().map(|o| (T + o, Num::Int(o % 97))).collect();
+            let pts: Vec<Point> = offsets.iter().map(|o| (T + o, Value::Int(o % 97))).collect();
             let (start, end) = (T + start_off, T + start_off + len);
             let s = DownsampleSpec {
                 interval: Interval::Fixed(width),
@@ -479,7 +481,7 @@ mod prop {
             let expect: f64 = pts
                 .iter()
                 .filter(|(t, _)| *t >= first && *t <= end)
-                .map(|(_, v)| v.to_f64())
+                .map(|(_, v)| v.as_f64())
                 .sum();
             let got: f64 = out.iter().map(|(_, v)| v).sum();
             prop_assert_eq!(got, expect);
@@ -520,16 +522,16 @@ mod fold_prop {
     use proptest::prelude::*;
 
     /// A value's type and bits.
-    fn bits(v: Num) -> (bool, u64) {
+    fn bits(v: Value) -> (bool, u64) {
         match v {
-            Num::Int(i) => (true, i as u64),
-            Num::Float(f) => (false, f.to_bits()),
+            Value::Int(i) => (true, i as u64),
+            Value::Float(f) => (false, f.to_bits()),
         }
     }
 
     /// The reference: points grouped by fixed bucket, each bucket given to `apply_nums`.
     fn reference(points: &[Point], width: i64, function: Aggregator) -> Vec<(i64, (bool, u64))> {
-        let mut groups: Vec<(i64, Vec<Num>)> = Vec::new();
+        let mut groups: Vec<(i64, Vec<Value>)> = Vec::new();
         for (t, v) in points {
             let b = t - t.rem_euclid(width);
             match groups.last_mut() {
@@ -559,11 +561,11 @@ mod fold_prop {
                 .zip(&raw)
                 .map(|(o, (kind, v))| {
                     let value = match kind {
-                        0 => Num::Float(f64::NAN),
-                        1 => Num::Float(-0.0),
-                        2 => Num::Int(*v),
-                        3 => Num::Int(v.signum() * (1i64 << 60) + v),
-                        _ => Num::Float(*v as f64 / 8.0),
+                        0 => Value::Float(f64::NAN),
+                        1 => Value::Float(-0.0),
+                        2 => Value::Int(*v),
+                        3 => Value::Int(v.signum() * (1i64 << 60) + v),
+                        _ => Value::Float(*v as f64 / 8.0),
                     };
                     (T + o, value)
                 })
@@ -581,7 +583,7 @@ mod fold_prop {
             prop_assert_eq!(got.len(), 1);
             prop_assert_eq!(bits(got[0].1), bits(function.apply_nums(&points.iter().map(|p| p.1).collect::<Vec<_>>(), false)));
             if points.iter().all(|p| !p.1.is_int()) {
-                let values: Vec<f64> = points.iter().map(|p| p.1.to_f64()).collect();
+                let values: Vec<f64> = points.iter().map(|p| p.1.as_f64()).collect();
                 prop_assert_eq!(bits(got[0].1), (false, function.apply(&values, false).to_bits()));
             }
         }
@@ -591,7 +593,7 @@ mod fold_prop {
 fn edges(points: &[(i64, f64)], s: &str, start: i64, end: i64) -> (Option<Point>, Option<Point>) {
     edge_buckets(
         points,
-        |p| (p.0, Num::Float(p.1)),
+        |p| (p.0, Value::Float(p.1)),
         &spec(s),
         (start, end),
         UTC,
@@ -606,9 +608,9 @@ fn edge_buckets_are_the_whole_neighbouring_buckets() {
     let (before, after) = edges(&points, "1m-avg", T + 70 * SEC, T + 150 * SEC);
     // The first emitted bucket is T+2m; before it, the T+1m bucket over all of its points, the
     // one at 60 s (before `start`) included: 3, 4 and 5, avg 4.
-    assert_eq!(before, Some((T + MIN, Num::Float(4.0))));
+    assert_eq!(before, Some((T + MIN, Value::Float(4.0))));
     // The last emitted bucket is T+2m (start ≤ end); after it, T+3m: points 9, 10, 11, avg 10.
-    assert_eq!(after, Some((T + 3 * MIN, Num::Float(10.0))));
+    assert_eq!(after, Some((T + 3 * MIN, Value::Float(10.0))));
 }
 
 #[test]
@@ -616,8 +618,8 @@ fn edge_buckets_skip_empty_buckets_and_are_absent_without_points() {
     // A gap: points at T and T+10m only; range [T+3m, T+5m].
     let points = [(T, 1.0), (T + 10 * MIN, 2.0)];
     let (before, after) = edges(&points, "1m-sum", T + 3 * MIN, T + 5 * MIN);
-    assert_eq!(before, Some((T, Num::Float(1.0))));
-    assert_eq!(after, Some((T + 10 * MIN, Num::Float(2.0))));
+    assert_eq!(before, Some((T, Value::Float(1.0))));
+    assert_eq!(after, Some((T + 10 * MIN, Value::Float(2.0))));
     // Points only inside the range: no neighbours.
     let inside = [(T + 3 * MIN, 1.0), (T + 4 * MIN, 2.0)];
     assert_eq!(

@@ -212,8 +212,9 @@ impl SelectorRead<'_> {
         let read_part = |part: &RoaringBitmap| -> Result<Vec<T>> {
             let mut out = Vec::new();
             let mut samples: Vec<Sample> = Vec::new();
-            ev.tsdb
-                .read_series_columns_each_in(part, start, end, series_hours, |s| {
+            ev.tsdb.read_columns_each(
+                &strata_tsdb::ReadRequest::ids(part, start, end).in_request(series_hours),
+                |s| {
                     ev.deadline.check()?;
                     samples.clear();
                     let ts = s.points.ts();
@@ -237,7 +238,8 @@ impl SelectorRead<'_> {
                         out.extend(f(&labels, &samples[lo..hi]));
                     }
                     Ok::<(), Error>(())
-                })?;
+                },
+            )?;
             Ok(out)
         };
         let threads = match ev.limits.threads {

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value as Json, json};
-use strata_query::{QueryLimits, QueryMethod, handle_query, handle_query_method};
+use strata_query::{QueryLimits, QueryMethod};
+
+use crate::answer;
 use strata_tsdb::{PointRef, Tsdb, TsdbOptions, Value};
 
 /// 2013-01-01T00:00:00Z in seconds.
@@ -68,7 +70,18 @@ impl TempTsdb {
     }
 
     fn run(&self, post: bool, qs: &str, body: &[u8], limits: &QueryLimits) -> (u16, String) {
-        let (status, body) = handle_query(self.tsdb(), post, qs, body, NOW_MS, limits);
+        let (status, body) = answer(
+            self.tsdb(),
+            if post {
+                QueryMethod::Post
+            } else {
+                QueryMethod::Get
+            },
+            qs,
+            body,
+            NOW_MS,
+            limits,
+        );
         (status, String::from_utf8(body).expect("utf-8"))
     }
 }
@@ -139,7 +152,7 @@ fn sum_of_unaligned_series_interpolates_linearly() {
     let (status, body) = db.get(&format!("{}&m=sum:sys.cpu.user", range()));
     assert_eq!(status, 200, "{body}");
     // T+30: only A (B not started); T+45..T+90: one real + one LERP value, 301.5 exactly
-    // (exception #4: no truncation to 301); T+105: only B (A ended).
+    // (`docs/compat.md` #4: no truncation to 301); T+105: only B (A ended).
     let expected = json!([{
         "metric": "sys.cpu.user",
         "tags": {"dc": "lga"},
@@ -313,7 +326,7 @@ fn arrays_ms_resolution_and_last_point_per_second() {
         )),
         "{body}"
     );
-    // Each point keeps its type (exception #14; OpenTSDB's `runMixedSingleTS` types the
+    // Each point keeps its type (`docs/compat.md` #14; OpenTSDB's `runMixedSingleTS` types the
     // integer before the double as a double).
     let (_, body) = db.get(&format!("{}&m=none:m&ms", range()));
     assert!(
@@ -497,10 +510,9 @@ fn limits_are_413_and_delete_needs_permission() {
     assert_eq!((status, after.as_str()), (200, "[]"));
     // The DELETE verb with the query-string form.
     let db = grouped();
-    let (status, body) =
-        handle_query_method(db.tsdb(), QueryMethod::Delete, &qs, b"", NOW_MS, &allow);
+    let (status, body) = answer(db.tsdb(), QueryMethod::Delete, &qs, b"", NOW_MS, &allow);
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    let (status, body) = handle_query_method(
+    let (status, body) = answer(
         db.tsdb(),
         QueryMethod::Delete,
         &qs,
@@ -602,7 +614,8 @@ fn grafana_request_bodies() {
 }
 
 /// A downsampled rate whose start is not on a bucket: the first emitted bucket's rate is taken
-/// against the bucket before `start`, as OpenTSDB does over its scan window (§e.2 step 3).
+/// against the bucket before `start`, as OpenTSDB does over its scan window (OpenTSDB docs:
+/// `user_guide/query (order of operations)`).
 #[test]
 fn downsampled_rate_has_a_value_in_the_first_bucket_after_an_unaligned_start() {
     let db = TempTsdb::new();
@@ -629,8 +642,9 @@ fn downsampled_rate_has_a_value_in_the_first_bucket_after_an_unaligned_start() {
 }
 
 /// A sparse series in a downsampled sum is interpolated between its buckets on either side of
-/// the range, as OpenTSDB interpolates over its scan window (§e.8), though none of its own
-/// buckets is in `[start, end]`.
+/// the range, as OpenTSDB interpolates over its scan window (OpenTSDB docs:
+/// `user_guide/query/aggregators (interpolation)`), though none of its own buckets is in `[start,
+/// end]`.
 #[test]
 fn downsampled_sum_interpolates_a_sparse_series_across_the_range_edges() {
     let db = TempTsdb::new();
@@ -653,7 +667,7 @@ fn downsampled_sum_interpolates_a_sparse_series_across_the_range_edges() {
 }
 
 /// A series passed through as it is (`none`) returns each point with the type it was written
-/// with (exception #14; OpenTSDB's `runMixedSingleTS` turns an integer followed by a double
+/// with (`docs/compat.md` #14; OpenTSDB's `runMixedSingleTS` turns an integer followed by a double
 /// into a double).
 #[test]
 fn none_returns_each_point_with_its_own_type() {
@@ -680,7 +694,7 @@ fn none_returns_each_point_with_its_own_type() {
 #[test]
 fn heavy_queries_are_offloaded_light_ones_are_not() {
     use std::cell::Cell;
-    use strata_query::{QueryRequest, handle_query_request_offloaded};
+    use strata_query::{QueryRequest, handle_query};
     let db = grouped();
     let offloaded = Cell::new(0);
     let offload = |work: &mut dyn FnMut()| {
@@ -696,8 +710,8 @@ fn heavy_queries_are_offloaded_light_ones_are_not() {
             body: b"",
             now_ms: NOW_MS,
         };
-        let r = handle_query_request_offloaded(db.tsdb(), &request, limits, &offload);
-        let inline = handle_query_method(db.tsdb(), method, query_string, b"", NOW_MS, limits);
+        let r = handle_query(db.tsdb(), &request, limits, &offload);
+        let inline = answer(db.tsdb(), method, query_string, b"", NOW_MS, limits);
         assert_eq!((r.status, r.body), inline);
         offloaded.get() - before
     };
@@ -768,13 +782,20 @@ fn a_large_query_of_small_sub_queries_leaves_the_cache_as_it_is() {
     let misses_of_second_run = |qs: &str| {
         let db = open();
         let run = || {
-            let (status, _) = handle_query(&db, false, qs, b"", NOW_MS, &QueryLimits::default());
+            let (status, _) = answer(
+                &db,
+                QueryMethod::Get,
+                qs,
+                b"",
+                NOW_MS,
+                &QueryLimits::default(),
+            );
             assert_eq!(status, 200);
         };
         run();
-        let before = db.engine().stats().cache_misses;
+        let before = db.engine_stats().cache_misses;
         run();
-        db.engine().stats().cache_misses - before
+        db.engine_stats().cache_misses - before
     };
     let window = format!("start={T}&end={}", T + 3599);
     // One sub-query of 60 series: cached.

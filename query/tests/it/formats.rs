@@ -10,7 +10,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value as Json;
 use strata_query::{
     ARROW_SERIES_METADATA, ARROW_STREAM_CONTENT_TYPE, JSON_CONTENT_TYPE, QueryLimits, QueryMethod,
-    export_parquet, handle_query_request,
+    QueryRequest, export_parquet, handle_query, run_inline,
 };
 use strata_tsdb::{PointRef, Tsdb, TsdbOptions, Value};
 
@@ -129,33 +129,42 @@ fn arrow_stream_holds_the_json_result() -> TestResult {
     for q in queries {
         for ms in [false, true] {
             let b = body(q, ms);
-            let json = handle_query_request(
+            let json = handle_query(
                 &tsdb,
-                QueryMethod::Post,
-                "",
-                None,
-                b.as_bytes(),
-                NOW_MS,
+                &QueryRequest {
+                    method: QueryMethod::Post,
+                    query_string: "",
+                    accept: None,
+                    body: b.as_bytes(),
+                    now_ms: NOW_MS,
+                },
                 &limits,
+                &run_inline,
             );
             assert_eq!((json.status, json.content_type), (200, JSON_CONTENT_TYPE));
-            let by_accept = handle_query_request(
+            let by_accept = handle_query(
                 &tsdb,
-                QueryMethod::Post,
-                "",
-                Some("application/vnd.apache.arrow.stream"),
-                b.as_bytes(),
-                NOW_MS,
+                &QueryRequest {
+                    method: QueryMethod::Post,
+                    query_string: "",
+                    accept: Some("application/vnd.apache.arrow.stream"),
+                    body: b.as_bytes(),
+                    now_ms: NOW_MS,
+                },
                 &limits,
+                &run_inline,
             );
-            let by_format = handle_query_request(
+            let by_format = handle_query(
                 &tsdb,
-                QueryMethod::Post,
-                "format=arrow",
-                None,
-                b.as_bytes(),
-                NOW_MS,
+                &QueryRequest {
+                    method: QueryMethod::Post,
+                    query_string: "format=arrow",
+                    accept: None,
+                    body: b.as_bytes(),
+                    now_ms: NOW_MS,
+                },
                 &limits,
+                &run_inline,
             );
             assert_eq!(by_accept, by_format);
             assert_eq!(
@@ -168,14 +177,17 @@ fn arrow_stream_holds_the_json_result() -> TestResult {
         }
     }
     // Errors stay JSON.
-    let bad = handle_query_request(
+    let bad = handle_query(
         &tsdb,
-        QueryMethod::Post,
-        "format=arrow",
-        None,
-        body(r#"{"aggregator":"nope","metric":"m"}"#, false).as_bytes(),
-        NOW_MS,
+        &QueryRequest {
+            method: QueryMethod::Post,
+            query_string: "format=arrow",
+            accept: None,
+            body: body(r#"{"aggregator":"nope","metric":"m"}"#, false).as_bytes(),
+            now_ms: NOW_MS,
+        },
         &limits,
+        &run_inline,
     );
     assert_eq!((bad.status, bad.content_type), (400, JSON_CONTENT_TYPE));
     Ok(())
@@ -193,14 +205,8 @@ fn parquet_export_holds_the_json_points() -> TestResult {
         (r#"{"aggregator":"none","metric":"m"}"#, false),
     ] {
         let b = body(q, true);
-        let (status, json) = strata_query::handle_query_method(
-            &tsdb,
-            QueryMethod::Post,
-            "",
-            b.as_bytes(),
-            NOW_MS,
-            &limits,
-        );
+        let (status, json) =
+            crate::answer(&tsdb, QueryMethod::Post, "", b.as_bytes(), NOW_MS, &limits);
         assert_eq!(status, 200);
         let want = json_series(&json, true)?;
         let path = dir.path().join("export.parquet");
@@ -291,14 +297,17 @@ fn timeout_is_408_with_error_json() -> TestResult {
         ..QueryLimits::default()
     };
     let b = body(r#"{"aggregator":"sum","metric":"m"}"#, false);
-    let r = handle_query_request(
+    let r = handle_query(
         &tsdb,
-        QueryMethod::Post,
-        "",
-        None,
-        b.as_bytes(),
-        NOW_MS,
+        &QueryRequest {
+            method: QueryMethod::Post,
+            query_string: "",
+            accept: None,
+            body: b.as_bytes(),
+            now_ms: NOW_MS,
+        },
         &limits,
+        &run_inline,
     );
     assert_eq!((r.status, r.content_type), (408, JSON_CONTENT_TYPE));
     let v: Json = serde_json::from_slice(&r.body)?;
@@ -306,14 +315,17 @@ fn timeout_is_408_with_error_json() -> TestResult {
     let msg = v["error"]["message"].as_str().ok_or("message")?;
     assert!(msg.contains("timed out"), "{msg}");
     // The same query with the default limits (60 s) answers.
-    let r = handle_query_request(
+    let r = handle_query(
         &tsdb,
-        QueryMethod::Post,
-        "",
-        None,
-        b.as_bytes(),
-        NOW_MS,
+        &QueryRequest {
+            method: QueryMethod::Post,
+            query_string: "",
+            accept: None,
+            body: b.as_bytes(),
+            now_ms: NOW_MS,
+        },
         &QueryLimits::default(),
+        &run_inline,
     );
     assert_eq!(r.status, 200);
     // Export honours it too.

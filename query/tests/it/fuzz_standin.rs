@@ -9,8 +9,8 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use strata_query::{
-    Error, QueryLimits, QueryMethod, error_body, handle_query_request, parse_m, parse_query_string,
-    parse_request_method, parse_tsuid_param, validate_query,
+    Error, QueryLimits, QueryMethod, QueryRequest, error_body, handle_query, parse_m,
+    parse_query_string, parse_request, parse_tsuid_param, run_inline, validate_query,
 };
 use strata_tsdb::{Filter, FilterKind, PointRef, Tsdb, TsdbOptions, Tsuid, Value};
 
@@ -103,7 +103,7 @@ fn check_error_body(e: &Error) {
 /// Parses a request, validates what parses, and builds its filters: every failure is the
 /// client's, with status 400.
 fn check_parse(method: QueryMethod, qs: &str, body: &[u8]) {
-    let q = match parse_request_method(method, qs, body) {
+    let q = match parse_request(method, qs, body) {
         Ok(q) => q,
         Err(e) => {
             assert!(
@@ -196,7 +196,18 @@ fn tsdb() -> &'static Tsdb {
 /// OpenTSDB's error JSON with that status.
 fn check_endpoint(method: QueryMethod, qs: &str, body: &[u8]) -> u16 {
     let limits = QueryLimits::default();
-    let r = handle_query_request(tsdb(), method, qs, None, body, NOW_MS, &limits);
+    let r = handle_query(
+        tsdb(),
+        &QueryRequest {
+            method,
+            query_string: qs,
+            accept: None,
+            body,
+            now_ms: NOW_MS,
+        },
+        &limits,
+        &run_inline,
+    );
     assert!(
         matches!(r.status, 200 | 400 | 408 | 413),
         "status {}",
@@ -262,14 +273,11 @@ proptest! {
 #[test]
 fn the_seed_queries_parse_and_answer() {
     for qs in URI_QUERIES {
-        assert!(
-            parse_request_method(QueryMethod::Get, qs, b"").is_ok(),
-            "{qs}"
-        );
+        assert!(parse_request(QueryMethod::Get, qs, b"").is_ok(), "{qs}");
         assert_eq!(check_endpoint(QueryMethod::Get, qs, b""), 200, "{qs}");
     }
     for body in JSON_QUERIES {
-        let q = parse_request_method(QueryMethod::Post, "", body.as_bytes());
+        let q = parse_request(QueryMethod::Post, "", body.as_bytes());
         assert!(q.is_ok(), "{body}: {q:?}");
         assert_eq!(
             check_endpoint(QueryMethod::Post, "", body.as_bytes()),

@@ -98,7 +98,7 @@ async fn a_batch_across_the_known_series_bound_stores_every_point() -> anyhow::R
     assert_eq!(String::from_utf8_lossy(&replies), "");
     let ids = tsdb.find_series("m", &[])?;
     let mut got: std::collections::BTreeMap<u32, Vec<i64>> = Default::default();
-    for s in tsdb.read_series(&ids, 0, i64::MAX)? {
+    for s in tsdb.read(&strata_tsdb::ReadRequest::ids(&ids, 0, i64::MAX))? {
         let host: u32 = s.tags[0].1.trim_start_matches('h').parse()?;
         for (ts, v) in &s.points {
             assert_eq!(
@@ -165,7 +165,7 @@ async fn a_batch_that_panics_is_stored_again_or_refused() -> anyhow::Result<()> 
     assert_eq!(String::from_utf8_lossy(&replies), "");
     let ids = tsdb.find_series("m", &[])?;
     let mut got = std::collections::BTreeMap::new();
-    for s in tsdb.read_series(&ids, 0, i64::MAX)? {
+    for s in tsdb.read(&strata_tsdb::ReadRequest::ids(&ids, 0, i64::MAX))? {
         got.insert(
             s.tags[0].1.clone(),
             s.points.iter().map(|p| p.0 / 1000).collect(),
@@ -223,7 +223,7 @@ async fn a_panic_outside_a_batch_keeps_the_connection() -> anyhow::Result<()> {
     // The put before the panic was not handled (the error line said so); the one after
     // was.
     let ids = tsdb.find_series("m", &[])?;
-    let series = tsdb.read_series(&ids, 0, i64::MAX)?;
+    let series = tsdb.read(&strata_tsdb::ReadRequest::ids(&ids, 0, i64::MAX))?;
     let points: Vec<i64> = series[0].points.iter().map(|p| p.0).collect();
     assert_eq!(points, vec![1_356_998_410_000]);
     Ok(())
@@ -246,7 +246,7 @@ async fn a_peer_that_never_reads_replies_is_still_read() -> anyhow::Result<()> {
     let next: [&[u8]; 2] = [b"put m 1356998410 2 h=a", b"put m x"];
     assert!(session.handle_lines(&next, &mut peer).await);
     let ids = tsdb.find_series("m", &[])?;
-    let series = tsdb.read_series(&ids, 0, i64::MAX)?;
+    let series = tsdb.read(&strata_tsdb::ReadRequest::ids(&ids, 0, i64::MAX))?;
     let points: Vec<i64> = series[0].points.iter().map(|p| p.0).collect();
     assert_eq!(points, vec![1_356_998_400_000, 1_356_998_410_000]);
     Ok(())
@@ -288,7 +288,7 @@ async fn lines_after_a_failed_reply_are_still_stored() -> anyhow::Result<()> {
     let second: [&[u8]; 2] = [b"put m 1356998410 2 h=a", b"bad command"];
     assert!(session.handle_lines(&second, &mut peer).await);
     let ids = tsdb.find_series("m", &[])?;
-    let series = tsdb.read_series(&ids, 0, i64::MAX)?;
+    let series = tsdb.read(&strata_tsdb::ReadRequest::ids(&ids, 0, i64::MAX))?;
     let points: Vec<i64> = series[0].points.iter().map(|p| p.0).collect();
     assert_eq!(points, vec![1_356_998_400_000, 1_356_998_410_000]);
     Ok(())

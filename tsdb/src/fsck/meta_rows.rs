@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::meta;
 use crate::rowkey::{RowKey, Tsuid, salt_of};
 use crate::tsdb::META_TABLE;
-use crate::uid::UidKind;
+use crate::uid_kind::UidKind;
 
 /// The series index as the `i` rows hold it.
 #[derive(Debug, Default)]

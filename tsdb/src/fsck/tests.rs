@@ -64,7 +64,7 @@ fn points(dir: &Path) -> Result<Vec<usize>> {
     let mut out = Vec::new();
     for host in HOSTS {
         let f = crate::Filter::new(crate::FilterKind::LiteralOr, "host", host, false)?;
-        let series = tsdb.read("cpu", &[f], 0, i64::MAX)?;
+        let series = tsdb.read(&crate::ReadRequest::metric("cpu", &[f], 0, i64::MAX))?;
         out.push(series.iter().map(|s| s.points.len()).sum());
     }
     Ok(out)

@@ -38,7 +38,7 @@ fn check_reads(db: &Tsdb, model: &Model, rng: &mut StdRng) -> TestResult {
     for metric in ["m0", "m1", "m2"] {
         let a = T0 + rng.gen_range(-3_600_000..12 * 3_600_000);
         let b = a + rng.gen_range(0..8 * 3_600_000);
-        let got = match db.read(metric, &[], a, b) {
+        let got = match db.read(&strata_tsdb::ReadRequest::metric(metric, &[], a, b)) {
             Ok(g) => g,
             Err(e) if e.kind() == strata_tsdb::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(e.into()),
@@ -94,7 +94,7 @@ fn run_model(seed: u64) -> TestResult {
             }
             // A flush folds each row's raw cells into a partial block; later writes to the same
             // rows and instants must still win over it.
-            2 => db.engine().flush()?,
+            2 => db.flush()?,
             // Every hour written is long closed: this folds every dirty row.
             3 => {
                 db.rowcompact_all()?;

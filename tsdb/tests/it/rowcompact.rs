@@ -103,7 +103,12 @@ fn random_points(rng: &mut StdRng, series: usize, hours: i64) -> Vec<(String, i6
 }
 
 fn check(db: &Tsdb, model: &Model) -> TestResult {
-    let got = db.read("m", &[], HOUR0 - HOUR, HOUR0 + 10 * HOUR)?;
+    let got = db.read(&strata_tsdb::ReadRequest::metric(
+        "m",
+        &[],
+        HOUR0 - HOUR,
+        HOUR0 + 10 * HOUR,
+    ))?;
     let got: Model = got
         .into_iter()
         .map(|s| (s.tags[0].1.clone(), s.points.into_iter().collect()))
@@ -120,7 +125,7 @@ fn check(db: &Tsdb, model: &Model) -> TestResult {
     if let Some(id) = all.iter().nth(1) {
         let one: RoaringBitmap = [id].into_iter().collect();
         let (a, b) = (HOUR0 + HOUR / 2, HOUR0 + 2 * HOUR + 1234);
-        let got = db.read_series(&one, a, b)?;
+        let got = db.read(&strata_tsdb::ReadRequest::ids(&one, a, b))?;
         let host = &got[0].tags[0].1;
         let want: Vec<(i64, Value)> = model
             .get(host)
@@ -135,7 +140,7 @@ fn check(db: &Tsdb, model: &Model) -> TestResult {
 type Layout = BTreeMap<u32, (usize, usize, usize)>;
 
 fn layout(db: &Tsdb) -> Result<Layout, Box<dyn std::error::Error>> {
-    let e = db.engine();
+    let e = db.engine_for_testing();
     let data = e.table("tsdb").ok_or("no data table")?;
     let meta = e.table("meta").ok_or("no meta table")?;
     let mut out = Layout::new();
@@ -242,7 +247,7 @@ fn reads_survive_compaction_late_writes_deletes_and_reopen() -> TestResult {
     db = open(dir.path(), &clock)?;
     check(&db, &model)?;
     db.flush()?;
-    db.engine().compact_all()?;
+    db.compact_all()?;
     check(&db, &model)?;
     Ok(())
 }
@@ -293,7 +298,7 @@ fn rows_are_compacted_only_after_the_grace() -> TestResult {
     assert_eq!(db.rowcompact_all()?.rows_compacted, 1);
     // Compacting again finds nothing; a clean row only loses its marker.
     assert_eq!(db.rowcompact_all()?.rows_examined, 0);
-    let e = db.engine();
+    let e = db.engine_for_testing();
     let meta = e.table("meta").ok_or("no meta table")?;
     let data = e.table("tsdb").ok_or("no data table")?;
     let row = e
@@ -308,7 +313,13 @@ fn rows_are_compacted_only_after_the_grace() -> TestResult {
     let s = db.rowcompact_all()?;
     assert_eq!((s.rows_clean, s.rows_compacted), (1, 0));
     assert_eq!(
-        db.read("m", &[], HOUR0, HOUR0 + HOUR)?[0].points,
+        db.read(&strata_tsdb::ReadRequest::metric(
+            "m",
+            &[],
+            HOUR0,
+            HOUR0 + HOUR
+        ))?[0]
+            .points,
         vec![(HOUR0 + 5, Value::Int(1))]
     );
     Ok(())
@@ -332,7 +343,7 @@ fn a_corrupt_block_is_an_error_not_a_panic() -> TestResult {
         }
     }
     assert_eq!(db.rowcompact_all()?.rows_compacted, 1);
-    let e = db.engine();
+    let e = db.engine_for_testing();
     let data = e.table("tsdb").ok_or("no data table")?;
     let row = e
         .scan(&data, &ScanOptions::default())?
@@ -348,7 +359,12 @@ fn a_corrupt_block_is_an_error_not_a_panic() -> TestResult {
         b.put(&data, &row.key, b"", garbage);
         e.write(&b)?;
         let err = db
-            .read("m", &[], HOUR0, HOUR0 + HOUR)
+            .read(&strata_tsdb::ReadRequest::metric(
+                "m",
+                &[],
+                HOUR0,
+                HOUR0 + HOUR,
+            ))
             .err()
             .ok_or("read of a corrupt block succeeded")?;
         assert_eq!(err.kind(), ErrorKind::Server);
@@ -370,7 +386,15 @@ fn a_corrupt_block_is_an_error_not_a_panic() -> TestResult {
     // Deleting the whole hour removes the bad row.
     let ids = db.find_series("m", &[])?;
     db.delete(&ids, HOUR0, HOUR0 + HOUR - 1)?;
-    assert!(db.read("m", &[], HOUR0, HOUR0 + HOUR)?.is_empty());
+    assert!(
+        db.read(&strata_tsdb::ReadRequest::metric(
+            "m",
+            &[],
+            HOUR0,
+            HOUR0 + HOUR
+        ))?
+        .is_empty()
+    );
     Ok(())
 }
 
@@ -415,7 +439,12 @@ fn rows_dirtied_moments_ago_wait_for_the_settle_time() -> TestResult {
     write_hour(&db, 0)?;
     assert_eq!(db.rowcompact(100)?.rows_examined, 0);
     assert_eq!(db.rowcompact_all()?.rows_compacted, 1);
-    let got = db.read("m", &[], HOUR0, HOUR0 + 2 * HOUR - 1)?;
+    let got = db.read(&strata_tsdb::ReadRequest::metric(
+        "m",
+        &[],
+        HOUR0,
+        HOUR0 + 2 * HOUR - 1,
+    ))?;
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].points.len(), 20);
     Ok(())

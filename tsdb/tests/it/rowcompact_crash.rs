@@ -137,14 +137,19 @@ fn child() -> TestResult {
 
 /// Dirty markers left in table `meta`.
 fn dirty_rows(db: &Tsdb) -> Result<usize, Box<dyn std::error::Error>> {
-    let e = db.engine();
+    let e = db.engine_for_testing();
     let meta = e.table("meta").ok_or("no meta table")?;
     Ok(e.scan(&meta, &ScanOptions::prefix(b"d"))?.count())
 }
 
 /// Every series of `m` reads back exactly as the model has it.
 fn check(db: &Tsdb, model: &Model, when: &str) -> TestResult {
-    let got = db.read("m", &[], HOUR0, HOUR0 + HOURS * HOUR - 1)?;
+    let got = db.read(&strata_tsdb::ReadRequest::metric(
+        "m",
+        &[],
+        HOUR0,
+        HOUR0 + HOURS * HOUR - 1,
+    ))?;
     assert_eq!(got.len(), model.len(), "{when}: series count");
     for s in &got {
         let host = &s.tags[0].1;

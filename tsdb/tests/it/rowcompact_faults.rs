@@ -96,7 +96,12 @@ fn record(model: &mut Model, points: &[(String, i64, Value)], acked: bool) {
 /// not at all; nothing else is.
 fn check(db: &Tsdb, model: &Model, when: &str) -> Result<(), String> {
     let got = db
-        .read("m", &[], HOUR0, HOUR0 + HOURS * HOUR - 1)
+        .read(&strata_tsdb::ReadRequest::metric(
+            "m",
+            &[],
+            HOUR0,
+            HOUR0 + HOURS * HOUR - 1,
+        ))
         .map_err(|e| format!("{when}: read: {e}"))?;
     let mut seen = 0;
     for s in &got {
@@ -126,7 +131,7 @@ fn check(db: &Tsdb, model: &Model, when: &str) -> Result<(), String> {
 
 /// Dirty markers left in table `meta`.
 fn dirty_rows(db: &Tsdb) -> Result<usize, String> {
-    let e = db.engine();
+    let e = db.engine_for_testing();
     let meta = e.table("meta").ok_or("no meta table")?;
     e.scan(&meta, &ScanOptions::prefix(b"d"))
         .map(Iterator::count)
@@ -215,7 +220,7 @@ fn run(steps: &[Step]) -> Result<(), String> {
             Step::RowCompact(n) => db.rowcompact(*n).map(|_| ()),
             Step::RowCompactAll => db.rowcompact_all().map(|_| ()),
             Step::Flush => db.flush(),
-            Step::Compact => db.engine().compact_all().map_err(Into::into),
+            Step::Compact => db.compact_all(),
             Step::Late => {
                 late += 1;
                 let points = round(late);
@@ -281,7 +286,7 @@ fn background_rowcompact_resumes_once_the_disk_has_space() -> TestResult {
     wait_for("failed passes", &|| db.stats().rowcompact_errors >= 2)?;
     assert_eq!(db.stats().rows_compacted, 0);
     assert!(
-        !db.engine().stats().write_failed,
+        !db.engine_stats().write_failed,
         "a full disk refuses, it does not fail the WAL"
     );
     check(&db, &model, "while the disk is full")?;

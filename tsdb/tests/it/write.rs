@@ -87,7 +87,12 @@ fn seconds_and_ms_share_a_cell_and_last_write_wins() -> crate::TestResult {
     for r in db.write_sync(&[pt("m", &tags, 1356998400000, Value::Float(2.5))]) {
         r?;
     }
-    let got = db.read("m", &[], 1356998400000, 1356998400000)?;
+    let got = db.read(&strata_tsdb::ReadRequest::metric(
+        "m",
+        &[],
+        1356998400000,
+        1356998400000,
+    ))?;
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].points, vec![(1356998400000, Value::Float(2.5))]);
     assert_eq!(got[0].tsuid.to_hex(), "000001000001000001");
@@ -132,7 +137,7 @@ fn owned_points_and_duplicate_pairs() -> crate::TestResult {
     for r in db.write(&[p.as_ref()]) {
         r?;
     }
-    let got = db.read("m", &[], 0, 10_000_000)?;
+    let got = db.read(&strata_tsdb::ReadRequest::metric("m", &[], 0, 10_000_000))?;
     assert_eq!(
         got[0].tags,
         vec![
