@@ -9,8 +9,8 @@ use strata_tsdb::Value;
 
 /// Sets the server's mimalloc purge delay (`src/main.rs`: `mi_option_purge_delay`, 10 ms). A
 /// bench that declares `#[global_allocator] static GLOBAL: mimalloc::MiMalloc` and calls this
-/// measures its path on the allocator as the server runs it; with glibc's malloc, `malloc` and
-/// `free` were 45 % of `tsdb_write`'s profile and 30 % of `query_devops` Q5's.
+/// measures its path on the allocator as the server runs it: with another allocator, allocation
+/// would weigh differently in the figures than it does in the server.
 #[allow(
     unsafe_code,
     reason = "mi_option_set is a C function that stores an integer option"
