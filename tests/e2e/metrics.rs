@@ -361,7 +361,7 @@ fn put_sync_timeout_answers_400_when_the_write_is_slower() -> anyhow::Result<()>
     // answer comes at the timeout, a 400 that says so. A machine fast enough to finish first
     // gets the plain answer instead, which is right too; the count of timeouts follows what
     // happened. (That the answer does not wait for a slow write is tested with a write held
-    // back on purpose, in src/put.rs.)
+    // back on purpose, in server/src/put.rs.)
     let mut body = String::from("[");
     for i in 0..100_000 {
         if i > 0 {
