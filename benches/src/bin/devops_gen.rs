@@ -20,30 +20,8 @@ use std::io::{BufWriter, Write};
 
 use anyhow::{Context, bail};
 use rand::{Rng, SeedableRng, rngs::StdRng};
+use strata_benches::devops::{METRICS, START};
 
-/// The 20 metric names of the devops workload.
-const METRICS: [&str; 20] = [
-    "cpu.user",
-    "cpu.system",
-    "cpu.idle",
-    "cpu.iowait",
-    "cpu.steal",
-    "mem.used",
-    "mem.free",
-    "mem.cached",
-    "mem.buffered",
-    "disk.read_bytes",
-    "disk.write_bytes",
-    "disk.io_time",
-    "net.bytes_recv",
-    "net.bytes_sent",
-    "net.err_in",
-    "net.err_out",
-    "load.1m",
-    "load.5m",
-    "proc.running",
-    "proc.total",
-];
 /// How a metric's values move.
 #[derive(Debug, Clone, Copy)]
 enum Kind {
@@ -122,9 +100,6 @@ const KINDS: [Kind; 20] = {
         },
     ]
 };
-
-/// First timestamp (2026-01-01T00:00:00Z), in seconds.
-const START: i64 = 1_767_225_600;
 
 fn main() -> anyhow::Result<()> {
     let (mut hosts, mut hours, mut interval, mut seed, mut split) =

@@ -19,34 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use rand::{Rng, SeedableRng, rngs::StdRng};
-
-/// The 20 metric names of the devops workload.
-const METRICS: [&str; 20] = [
-    "cpu.user",
-    "cpu.system",
-    "cpu.idle",
-    "cpu.iowait",
-    "cpu.steal",
-    "mem.used",
-    "mem.free",
-    "mem.cached",
-    "mem.buffered",
-    "disk.read_bytes",
-    "disk.write_bytes",
-    "disk.io_time",
-    "net.bytes_recv",
-    "net.bytes_sent",
-    "net.err_in",
-    "net.err_out",
-    "load.1m",
-    "load.5m",
-    "proc.running",
-    "proc.total",
-];
-/// First timestamp of generated data (2026-01-01T00:00:00Z).
-const START: i64 = 1_767_225_600;
-/// Interval between points of a series, in seconds.
-const STEP: i64 = 10;
+use strata_benches::devops::{METRICS, START, STEP};
 
 #[derive(Debug)]
 struct Args {

@@ -30,32 +30,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use strata_benches::devops::{METRICS, START};
 
-/// The 20 metric names of the devops workload.
-const METRICS: [&str; 20] = [
-    "cpu.user",
-    "cpu.system",
-    "cpu.idle",
-    "cpu.iowait",
-    "cpu.steal",
-    "mem.used",
-    "mem.free",
-    "mem.cached",
-    "mem.buffered",
-    "disk.read_bytes",
-    "disk.write_bytes",
-    "disk.io_time",
-    "net.bytes_recv",
-    "net.bytes_sent",
-    "net.err_in",
-    "net.err_out",
-    "load.1m",
-    "load.5m",
-    "proc.running",
-    "proc.total",
-];
-/// First timestamp written (2026-01-01T00:00:00Z), in seconds.
-const START: i64 = 1_767_225_600;
 /// Seconds between the points of a series.
 const STEP: i64 = 10;
 
