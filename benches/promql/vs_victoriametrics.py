@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PromQL answers and latency of Strata against VictoriaMetrics on the same devops data.
 
-Not run by CI. It generates a devops data set with the peer benchmark's generator (`tsgen`),
+Not run by CI. It generates a devops data set with the peer benchmark's generator (`devops_gen`),
 sends the same telnet `put` lines to a fresh VictoriaMetrics and a fresh Strata (both on
 127.0.0.1), then runs the MetricsQL forms of the peer benchmark's Q1-Q5 against both
 `/api/v1/query(_range)` endpoints and
@@ -18,7 +18,7 @@ Usage (from the repository root, after `cargo build --release`):
 
     HOSTS=20 HOURS=3 python3 benches/promql/vs_victoriametrics.py
 
-Environment: HOSTS (20), HOURS (3), TSGEN (path of tsgen), STRATA (target/release/strata),
+Environment: HOSTS (20), HOURS (3), DEVOPS_GEN (target/release/devops_gen), STRATA (target/release/strata),
 VM (victoria-metrics), WORK (a temporary directory), RUNS (25 timed runs per query),
 VM_PORT (28528), VM_TELNET (24342), STRATA_PORT (24343). Exits non-zero when an answer
 differs outside the listed definitional differences.
@@ -39,10 +39,10 @@ import urllib.parse
 
 HOSTS = int(os.environ.get("HOSTS", "20"))
 HOURS = int(os.environ.get("HOURS", "3"))
-START = 1704067200
+START = 1767225600  # devops_gen's first timestamp, 2026-01-01T00:00:00Z
 INTERVAL = 10
 RUNS = int(os.environ.get("RUNS", "25"))
-TSGEN = os.environ.get("TSGEN", "/work/bench/gen-target/release/tsgen")
+DEVOPS_GEN = os.environ.get("DEVOPS_GEN", "target/release/devops_gen")
 STRATA = os.environ.get("STRATA", "target/release/strata")
 VM = os.environ.get("VM", "victoria-metrics")
 VM_PORT = int(os.environ.get("VM_PORT", "28528"))
@@ -83,11 +83,11 @@ def extra_queries():
         "min without (host, rack, os, service, team) (min_over_time(cpu.user[5m]))",
         "count(cpu.user > 50)",
         "sum by (dc) (sum_over_time(mem.used[3m])) / 1000",
-        "count_over_time(cpu.idle{dc=~\"ams.*\"}[7m])",
+        "count_over_time(cpu.idle{dc=~\"dc-[01]\"}[7m])",
         "topk(3, avg_over_time(cpu.user[10m]))",
         "cpu.user - cpu.system",
         "cpu.user{host!~\"host-000[1-5]\"} * 2 + 1",
-        "irate(net.rx_bytes{host=\"host-0002\"}[2m])",
+        "irate(net.bytes_recv{host=\"host-0002\"}[2m])",
         "sum(irate(disk.write_bytes[1m]))",
         "last_over_time(cpu.user{host=\"host-0003\"}[1m]) >= bool 50",
         "avg(cpu.user) + on() group_left count(cpu.user)",
@@ -288,10 +288,11 @@ def timed(client, path, params, runs):
 def main():
     work = os.environ.get("WORK") or tempfile.mkdtemp(prefix="promql-vm-")
     os.makedirs(work, exist_ok=True)
-    data = os.path.join(work, f"devops-h{HOSTS}-{HOURS}h.telnet")
+    prefix = os.path.join(work, f"devops-h{HOSTS}-{HOURS}h.telnet")
+    data = prefix + ".0"
     if not os.path.exists(data):
-        subprocess.run([TSGEN, "--hosts", str(HOSTS), "--hours", str(HOURS), "--seed", "42",
-                        "--out", data], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([DEVOPS_GEN, "--hosts", str(HOSTS), "--hours", str(HOURS), "--seed", "42",
+                        "--split", "1", "--out", prefix], check=True, stdout=subprocess.DEVNULL)
     lines = sum(1 for _ in open(data, "rb"))
     log(f"data: {lines} points ({HOSTS} hosts, {HOURS} h) in {data}")
     procs = []
