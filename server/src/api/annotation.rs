@@ -16,7 +16,7 @@ use hyper::{Method, Request, StatusCode};
 use serde_json::{Value as Json, json};
 use strata_tsdb::{Annotation, Tsdb, Tsuid};
 
-use super::request::{json_bool, json_i64, now_ms, parse_json_body, parse_time_ms};
+use super::request::{bad_json, json_bool, json_i64, now_ms, parse_json_body, parse_time_ms};
 use crate::body::read_body;
 use crate::resp::{
     ApiError, Resp, error, flag, json_ok, method_not_allowed, query_param, raw, tsdb_error,
@@ -320,26 +320,19 @@ pub(crate) fn parse_note_json(body: &[u8]) -> Result<NoteReq, ApiError> {
 }
 
 fn note_from_json(v: &Json) -> Result<NoteReq, ApiError> {
-    let bad = |detail: &str| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "Unable to parse the given JSON",
-            detail,
-        )
-    };
     let Json::Object(o) = v else {
-        return Err(bad("an annotation must be a JSON object"));
+        return Err(bad_json("an annotation must be a JSON object"));
     };
     let string = |name: &str| match o.get(name) {
         None | Some(Json::Null) => Ok(None),
         Some(Json::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(bad(&format!("'{name}' must be a string"))),
+        Some(_) => Err(bad_json(&format!("'{name}' must be a string"))),
     };
     let number = |name: &str| match o.get(name) {
         None | Some(Json::Null) => Ok(None),
         Some(n) => json_i64(n)
             .map(Some)
-            .ok_or_else(|| bad(&format!("'{name}' must be a number"))),
+            .ok_or_else(|| bad_json(&format!("'{name}' must be a number"))),
     };
     let custom = match o.get("custom") {
         None | Some(Json::Null) => None,
@@ -347,13 +340,13 @@ fn note_from_json(v: &Json) -> Result<NoteReq, ApiError> {
             let mut c = BTreeMap::new();
             for (k, v) in m {
                 let Some(v) = v.as_str() else {
-                    return Err(bad("'custom' values must be strings"));
+                    return Err(bad_json("'custom' values must be strings"));
                 };
                 c.insert(k.clone(), v.to_string());
             }
             Some(c)
         }
-        Some(_) => return Err(bad("'custom' must be an object")),
+        Some(_) => return Err(bad_json("'custom' must be an object")),
     };
     let start_time = number("startTime")?.unwrap_or(0);
     if start_time < 1 {

@@ -7,13 +7,14 @@
 //! count, as OpenTSDB's row walk sees them.
 
 use hyper::body::Incoming;
-use hyper::{Method, Request, StatusCode};
+use hyper::{Request, StatusCode};
 use serde_json::{Value as Json, json};
 use strata_tsdb::{Filter, FilterKind, SeriesInfo, Tsdb, Tsuid, UidKind, Value};
 
-use super::request::{json_bool, json_i64, now_ms, parse_json_body, query_params};
+use super::request::{
+    bad_json, json_bool, json_i64, now_ms, parse_get_or_post, parse_json_body, query_params,
+};
 use super::series_expr;
-use crate::body::read_body;
 use crate::resp::{ApiError, Resp, error, flag, json_ok, query_param, tsdb_error};
 use crate::shared::Shared;
 
@@ -39,21 +40,9 @@ pub(crate) struct LastQuery {
 
 /// Handles GET and POST.
 pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Resp {
-    let method = req.method().clone();
-    let query = req.uri().query().unwrap_or("").to_string();
-    let body = match read_body(req, shared).await {
-        Ok(b) => b,
-        Err(resp) => return resp,
-    };
-    let has_body = !body.iter().all(u8::is_ascii_whitespace);
-    let parsed = if method == Method::POST && has_body {
-        parse_post(&body)
-    } else {
-        parse_get(&query)
-    };
-    let q = match parsed {
+    let q = match parse_get_or_post(req, shared, parse_get, parse_post).await {
         Ok(q) => q,
-        Err(e) => return e.into(),
+        Err(resp) => return resp,
     };
     if q.subs.is_empty() {
         return error(StatusCode::BAD_REQUEST, "Missing sub queries", "");
@@ -114,15 +103,8 @@ pub(crate) fn parse_get(query: &str) -> Result<LastQuery, ApiError> {
 /// Parses `{"queries":[{"metric":..,"tags":{..}}|{"tsuids":[..]}],"resolveNames":..,"backScan":..}`.
 pub(crate) fn parse_post(body: &[u8]) -> Result<LastQuery, ApiError> {
     let v = parse_json_body(body)?;
-    let bad = |detail: &str| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "Unable to parse the given JSON",
-            detail,
-        )
-    };
     let Json::Object(o) = &v else {
-        return Err(bad("the request must be a JSON object"));
+        return Err(bad_json("the request must be a JSON object"));
     };
     let mut subs = Vec::new();
     match o.get("queries") {
@@ -130,16 +112,16 @@ pub(crate) fn parse_post(body: &[u8]) -> Result<LastQuery, ApiError> {
         Some(Json::Array(queries)) => {
             for q in queries {
                 let Json::Object(q) = q else {
-                    return Err(bad("each query must be an object"));
+                    return Err(bad_json("each query must be an object"));
                 };
                 if let Some(t) = q.get("tsuids").filter(|t| !t.is_null()) {
                     let Some(list) = t.as_array() else {
-                        return Err(bad("'tsuids' must be an array of strings"));
+                        return Err(bad_json("'tsuids' must be an array of strings"));
                     };
                     let mut tsuids = Vec::with_capacity(list.len());
                     for t in list {
                         let Some(s) = t.as_str() else {
-                            return Err(bad("'tsuids' must be an array of strings"));
+                            return Err(bad_json("'tsuids' must be an array of strings"));
                         };
                         tsuids.push(s.trim().to_string());
                     }
@@ -147,7 +129,7 @@ pub(crate) fn parse_post(body: &[u8]) -> Result<LastQuery, ApiError> {
                     continue;
                 }
                 let Some(metric) = q.get("metric").and_then(Json::as_str) else {
-                    return Err(bad("each query needs a 'metric' or 'tsuids'"));
+                    return Err(bad_json("each query needs a 'metric' or 'tsuids'"));
                 };
                 let mut tags = Vec::new();
                 match q.get("tags") {
@@ -155,13 +137,13 @@ pub(crate) fn parse_post(body: &[u8]) -> Result<LastQuery, ApiError> {
                     Some(Json::Object(t)) => {
                         for (k, v) in t {
                             let Some(v) = v.as_str() else {
-                                return Err(bad("tag values must be strings"));
+                                return Err(bad_json("tag values must be strings"));
                             };
                             tags.push((k.clone(), v.to_string()));
                         }
                     }
                     Some(Json::Array(a)) if a.is_empty() => {}
-                    Some(_) => return Err(bad("'tags' must be an object")),
+                    Some(_) => return Err(bad_json("'tags' must be an object")),
                 }
                 subs.push(Sub::Series {
                     metric: metric.trim().to_string(),
@@ -169,15 +151,15 @@ pub(crate) fn parse_post(body: &[u8]) -> Result<LastQuery, ApiError> {
                 });
             }
         }
-        Some(_) => return Err(bad("'queries' must be an array")),
+        Some(_) => return Err(bad_json("'queries' must be an array")),
     }
     let resolve = match o.get("resolveNames") {
         None | Some(Json::Null) => false,
-        Some(b) => json_bool(b).ok_or_else(|| bad("'resolveNames' must be a boolean"))?,
+        Some(b) => json_bool(b).ok_or_else(|| bad_json("'resolveNames' must be a boolean"))?,
     };
     let back_scan = match o.get("backScan") {
         None | Some(Json::Null) => 0,
-        Some(b) => json_i64(b).ok_or_else(|| bad("'backScan' must be a number"))?,
+        Some(b) => json_i64(b).ok_or_else(|| bad_json("'backScan' must be a number"))?,
     };
     Ok(LastQuery {
         subs,

@@ -10,13 +10,12 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use hyper::body::Incoming;
-use hyper::{Method, Request, StatusCode};
+use hyper::{Request, StatusCode};
 use serde_json::{Value as Json, json};
 use strata_tsdb::{Filter, FilterKind, SeriesInfo, Tsdb, UidKind};
 
-use super::request::{json_bool, json_i64, parse_json_body};
+use super::request::{bad_json, json_bool, json_i64, parse_get_or_post, parse_json_body};
 use super::series_expr::{self, is_any};
-use crate::body::read_body;
 use crate::resp::{ApiError, Resp, error, json_ok, query_param, tsdb_error};
 use crate::shared::Shared;
 
@@ -34,21 +33,9 @@ pub(crate) struct Lookup {
 
 /// Handles GET (`m=`, `limit=`) and POST (JSON) lookups.
 pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Resp {
-    let method = req.method().clone();
-    let query = req.uri().query().unwrap_or("").to_string();
-    let body = match read_body(req, shared).await {
-        Ok(b) => b,
+    let lookup = match parse_get_or_post(req, shared, parse_get, parse_post).await {
+        Ok(lookup) => lookup,
         Err(resp) => return resp,
-    };
-    let has_body = !body.iter().all(u8::is_ascii_whitespace);
-    let parsed = if method == Method::POST && has_body {
-        parse_post(&body)
-    } else {
-        parse_get(&query)
-    };
-    let lookup = match parsed {
-        Ok(l) => l,
-        Err(e) => return e.into(),
     };
     let tsdb = shared.tsdb.clone();
     tokio::task::block_in_place(|| run(&tsdb, &lookup))
@@ -85,20 +72,13 @@ pub(crate) fn parse_get(query: &str) -> Result<Lookup, ApiError> {
 /// Parses `{"metric":..,"tags":[{"key":..,"value":..}],"limit":..,"useMeta":..}`.
 pub(crate) fn parse_post(body: &[u8]) -> Result<Lookup, ApiError> {
     let v = parse_json_body(body)?;
-    let bad = |detail: &str| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "Unable to parse the given JSON",
-            detail,
-        )
-    };
     let Json::Object(o) = &v else {
-        return Err(bad("the lookup must be a JSON object"));
+        return Err(bad_json("the lookup must be a JSON object"));
     };
     let metric = match o.get("metric") {
         None | Some(Json::Null) => None,
         Some(Json::String(s)) => (!s.trim().is_empty() && s != "*").then(|| s.trim().to_string()),
-        Some(_) => return Err(bad("'metric' must be a string")),
+        Some(_) => return Err(bad_json("'metric' must be a string")),
     };
     let mut tags = Vec::new();
     match o.get("tags") {
@@ -108,26 +88,26 @@ pub(crate) fn parse_post(body: &[u8]) -> Result<Lookup, ApiError> {
                 let side = |name: &str| match p.get(name) {
                     None | Some(Json::Null) => Ok(String::new()),
                     Some(Json::String(s)) => Ok(s.trim().to_string()),
-                    Some(_) => Err(bad(&format!("tag '{name}' must be a string"))),
+                    Some(_) => Err(bad_json(&format!("tag '{name}' must be a string"))),
                 };
                 let (k, val) = (side("key")?, side("value")?);
                 if k.is_empty() && val.is_empty() {
-                    return Err(bad("a tag pair needs a key or a value"));
+                    return Err(bad_json("a tag pair needs a key or a value"));
                 }
                 tags.push((k, val));
             }
         }
-        Some(_) => return Err(bad("'tags' must be an array of {key, value}")),
+        Some(_) => return Err(bad_json("'tags' must be an array of {key, value}")),
     }
     let limit = match o.get("limit") {
         None | Some(Json::Null) => DEFAULT_LIMIT,
-        Some(l) => json_i64(l).ok_or_else(|| bad("'limit' must be a number"))?,
+        Some(l) => json_i64(l).ok_or_else(|| bad_json("'limit' must be a number"))?,
     };
     if let Some(u) = o.get("useMeta")
         && !u.is_null()
         && json_bool(u).is_none()
     {
-        return Err(bad("'useMeta' must be a boolean"));
+        return Err(bad_json("'useMeta' must be a boolean"));
     }
     Ok(Lookup {
         metric,

@@ -1,9 +1,33 @@
 //! Reading API requests: JSON bodies, query-string values, OpenTSDB times and the loose JSON
 //! types OpenTSDB's Jackson accepts.
 
+use hyper::body::Incoming;
+use hyper::{Method, Request};
 use serde_json::Value as Json;
 
-use crate::resp::{ApiError, percent_decode};
+use crate::body::read_body;
+use crate::resp::{ApiError, Resp, percent_decode};
+use crate::shared::Shared;
+
+/// Reads a request that comes either as a GET with a query string or as a POST with a JSON
+/// body, and parses it with `get` or `post`. A POST with an empty body is read from its query
+/// string.
+pub(crate) async fn parse_get_or_post<T>(
+    req: Request<Incoming>,
+    shared: &Shared,
+    get: fn(&str) -> Result<T, ApiError>,
+    post: fn(&[u8]) -> Result<T, ApiError>,
+) -> Result<T, Resp> {
+    let method = req.method().clone();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let body = read_body(req, shared).await?;
+    let parsed = if method == Method::POST && !body.iter().all(u8::is_ascii_whitespace) {
+        post(&body)
+    } else {
+        get(&query)
+    };
+    parsed.map_err(Resp::from)
+}
 
 /// Parses a JSON request body, answering OpenTSDB's 400s for an empty or malformed one.
 pub(crate) fn parse_json_body(body: &[u8]) -> Result<Json, ApiError> {
@@ -12,6 +36,11 @@ pub(crate) fn parse_json_body(body: &[u8]) -> Result<Json, ApiError> {
     }
     serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request("Unable to parse the given JSON", e.to_string()))
+}
+
+/// OpenTSDB's 400 for a JSON body of the wrong shape; `detail` says what is wrong.
+pub(crate) fn bad_json(detail: &str) -> ApiError {
+    ApiError::bad_request("Unable to parse the given JSON", detail)
 }
 
 /// Every value of `name` in a query string, percent-decoded, in order.

@@ -10,7 +10,7 @@ use hyper::{Method, Request, StatusCode};
 use serde_json::{Value as Json, json};
 use strata_tsdb::{Filter, FilterKind, SeriesInfo, Tsdb, Tsuid, Uid, UidKind};
 
-use super::request::parse_json_body;
+use super::request::{bad_json, parse_json_body};
 use super::series_expr;
 use crate::body::read_body;
 use crate::resp::{
@@ -64,15 +64,8 @@ fn parse_assign_query(query: &str) -> AssignSource {
 
 fn parse_assign_json(body: &[u8]) -> Result<AssignSource, ApiError> {
     let v = parse_json_body(body)?;
-    let bad = |detail: &str| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "Unable to parse the given JSON",
-            detail,
-        )
-    };
     let Json::Object(o) = &v else {
-        return Err(bad("the body must be a JSON object"));
+        return Err(bad_json("the body must be a JSON object"));
     };
     let mut out: AssignSource = [None, None, None];
     for (slot, (key, _)) in out.iter_mut().zip(KINDS) {
@@ -82,13 +75,13 @@ fn parse_assign_json(body: &[u8]) -> Result<AssignSource, ApiError> {
                 let names: Option<Vec<String>> =
                     a.iter().map(|n| n.as_str().map(str::to_string)).collect();
                 let Some(names) = names else {
-                    return Err(bad(&format!("'{key}' must be an array of strings")));
+                    return Err(bad_json(&format!("'{key}' must be an array of strings")));
                 };
                 if !names.is_empty() {
                     *slot = Some(names);
                 }
             }
-            Some(_) => return Err(bad(&format!("'{key}' must be an array of strings"))),
+            Some(_) => return Err(bad_json(&format!("'{key}' must be an array of strings"))),
         }
     }
     Ok(out)
