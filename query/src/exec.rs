@@ -31,6 +31,7 @@ mod series;
 
 pub(crate) use resolve::{Resolved, resolve};
 use resolve::{tag_map, uid_key};
+pub(crate) use series::read_parts;
 use series::{Stage, read_and_process};
 
 /// One result object: a group of series of one sub-query, aggregated.

@@ -134,25 +134,32 @@ pub(super) fn read_in_parts(stage: &Stage<'_>, ids: &RoaringBitmap) -> Result<Ve
     }
     // Split by salt bucket, so that scans do not read each other's rows.
     let parts = stage.tsdb.split_for_read(ids, threads);
-    // The calling thread reads the first part while rayon's pool (one thread per core) reads
-    // the others, so a two-way split wakes one pool thread, not two while the caller waits.
-    // A panic in a part is that part's error, not the server's.
+    read_parts(&parts, |part| read_chunk(stage, part))
+}
+
+/// Runs `read` on every part, in parallel, and concatenates the results in part order. The
+/// calling thread reads the first part while rayon's pool (one thread per core) reads the
+/// others, so a two-way split wakes one pool thread, not two while the caller waits. A panic in
+/// a part is that part's error, not the server's.
+pub(crate) fn read_parts<T: Send>(
+    parts: &[RoaringBitmap],
+    read: impl Fn(&RoaringBitmap) -> Result<Vec<T>> + Sync,
+) -> Result<Vec<T>> {
     let run = |part: &RoaringBitmap| {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_chunk(stage, part)))
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read(part)))
             .unwrap_or_else(|_| Err(Error::Storage("a query worker panicked".to_owned())))
     };
-    let mut results: Vec<Result<Vec<Processed>>> = parts.iter().map(|_| Ok(Vec::new())).collect();
-    let (Some((first, rest)), Some((first_slot, rest_slots))) =
+    let mut results: Vec<Result<Vec<T>>> = parts.iter().map(|_| Ok(Vec::new())).collect();
+    if let (Some((first, rest)), Some((first_slot, rest_slots))) =
         (parts.split_first(), results.split_first_mut())
-    else {
-        return Ok(Vec::new());
-    };
-    rayon::in_place_scope(|scope| {
-        for (part, slot) in rest.iter().zip(rest_slots) {
-            scope.spawn(move |_| *slot = run(part));
-        }
-        *first_slot = run(first);
-    });
+    {
+        rayon::in_place_scope(|scope| {
+            for (part, slot) in rest.iter().zip(rest_slots) {
+                scope.spawn(|_| *slot = run(part));
+            }
+            *first_slot = run(first);
+        });
+    }
     let mut out = Vec::new();
     for r in results {
         out.extend(r?);

@@ -250,26 +250,7 @@ impl SelectorRead<'_> {
             return read_part(&ids);
         }
         let parts = ev.tsdb.split_for_read(&ids, threads);
-        let run = |part: &RoaringBitmap| {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_part(part)))
-                .unwrap_or_else(|_| Err(Error::Storage("a query worker panicked".to_owned())))
-        };
-        let mut results: Vec<Result<Vec<T>>> = parts.iter().map(|_| Ok(Vec::new())).collect();
-        if let (Some((first, rest)), Some((first_slot, rest_slots))) =
-            (parts.split_first(), results.split_first_mut())
-        {
-            rayon::in_place_scope(|scope| {
-                for (part, slot) in rest.iter().zip(rest_slots) {
-                    scope.spawn(move |_| *slot = run(part));
-                }
-                *first_slot = run(first);
-            });
-        }
-        let mut out = Vec::new();
-        for r in results {
-            out.extend(r?);
-        }
-        Ok(out)
+        crate::exec::read_parts(&parts, read_part)
     }
 }
 
