@@ -357,14 +357,17 @@ impl Session {
                 panic!("a panic injected by a test");
             }
             let command = parse_command(line);
-            if matches!(command, Command::Put(_)) {
+            if matches!(command, Command::Put(_)) && self.shared.config.mode.writes() {
                 puts.push(line);
                 continue;
             }
             self.store_puts(&mut puts);
             match command {
                 Command::Version => self.reply.push_str(&version::telnet_lines()),
-                Command::Help => self.reply.push_str(&strata_ingest::help_reply(false)),
+                Command::Help => self.reply.push_str(&strata_ingest::help_reply(
+                    false,
+                    self.shared.config.mode.writes(),
+                )),
                 Command::Exit => {
                     open = false;
                     break;
@@ -387,7 +390,10 @@ impl Session {
                 Command::Unknown(tok) => self
                     .reply
                     .push_str(&strata_ingest::unknown_command_reply(tok)),
-                Command::Put(_) => {}
+                // Only reached in `ro` mode, where OpenTSDB registers no `put`.
+                Command::Put(_) => self
+                    .reply
+                    .push_str(&strata_ingest::unknown_command_reply(b"put")),
             }
         }
         self.store_puts(&mut puts);
