@@ -16,10 +16,12 @@
 //! shows in the time an answer takes. Nothing here logs or formats a token.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use base64::Engine;
+use parking_lot::RwLock;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -283,6 +285,60 @@ impl Auth {
             })
         }
     }
+
+    /// The client a telnet `auth` line names: `auth <token>`, or OpenTSDB's plugin shape
+    /// `auth basic <name> <token>`.
+    pub fn check_telnet_line(&self, line: &[u8]) -> Option<Identity> {
+        let line = std::str::from_utf8(line).ok()?;
+        let mut words = line.split_ascii_whitespace();
+        if words.next() != Some("auth") {
+            return None;
+        }
+        match (words.next(), words.next(), words.next(), words.next()) {
+            (Some(token), None, None, None) => self.identify(None, token.as_bytes()),
+            (Some(scheme), Some(name), Some(token), None)
+                if scheme.eq_ignore_ascii_case("basic") =>
+            {
+                self.identify(Some(name), token.as_bytes())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The auth file and the tokens last read from it; [`AuthFile::reload`] reads it again (on
+/// SIGHUP), and a file that does not load leaves the old tokens in use.
+#[derive(Debug)]
+pub struct AuthFile {
+    path: PathBuf,
+    auth: RwLock<Arc<Auth>>,
+}
+
+impl AuthFile {
+    /// Reads the auth file at `path`.
+    pub fn load(path: &Path) -> anyhow::Result<AuthFile> {
+        Ok(AuthFile {
+            path: path.to_path_buf(),
+            auth: RwLock::new(Arc::new(Auth::load(path)?)),
+        })
+    }
+
+    /// Reads the file again; on an error the tokens stay as they were.
+    pub fn reload(&self) -> anyhow::Result<()> {
+        let fresh = Auth::load(&self.path)?;
+        *self.auth.write() = Arc::new(fresh);
+        Ok(())
+    }
+
+    /// The tokens in use.
+    pub fn current(&self) -> Arc<Auth> {
+        self.auth.read().clone()
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
 }
 
 #[cfg(test)]
@@ -380,6 +436,62 @@ roles = ["read", "write", "admin"]
             assert!(err.contains(want), "{err} (wanted {want})");
             assert!(!err.contains("s3cret"), "{err} shows a token");
         }
+    }
+
+    #[test]
+    fn telnet_auth_lines_take_a_token_or_basic_credentials() -> anyhow::Result<()> {
+        let auth = Auth::parse(FILE)?;
+        let name = |line: &[u8]| auth.check_telnet_line(line).map(|id| id.name);
+        assert_eq!(
+            name(b"auth ops-secret-abcdefghijklmnop"),
+            Some("ops".into())
+        );
+        assert_eq!(
+            name(b"auth  basic grafana read-only-secret-0123456789 "),
+            Some("grafana".into())
+        );
+        for bad in [
+            &b"auth"[..],
+            b"auth nope",
+            b"auth basic ops read-only-secret-0123456789",
+            b"auth ops-secret-abcdefghijklmnop extra",
+            b"put ops-secret-abcdefghijklmnop",
+            b"auth \xff",
+        ] {
+            assert_eq!(name(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_reload_that_fails_keeps_the_old_tokens() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("tokens.toml");
+        std::fs::write(&path, FILE)?;
+        let file = AuthFile::load(&path)?;
+        assert!(
+            file.current()
+                .identify(None, b"ops-secret-abcdefghijklmnop")
+                .is_some()
+        );
+        std::fs::write(
+            &path,
+            "[[tokens]]\nname = \"new\"\ntoken = \"t-2\"\nroles = [\"read\"]\n",
+        )?;
+        file.reload()?;
+        assert!(
+            file.current()
+                .identify(None, b"ops-secret-abcdefghijklmnop")
+                .is_none()
+        );
+        assert!(file.current().identify(None, b"t-2").is_some());
+        std::fs::write(&path, "not toml [")?;
+        assert!(file.reload().is_err());
+        assert!(
+            file.current().identify(None, b"t-2").is_some(),
+            "the old tokens stay"
+        );
+        Ok(())
     }
 
     #[test]
