@@ -33,12 +33,8 @@ pub async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()
         Some(files) => Some(crate::tls::Tls::load(&files.cert, &files.key)?),
         None => None,
     };
-    if auth.is_none() && !config.bind.is_loopback() {
-        warn!(
-            bind = %config.bind,
-            "authentication is off and the server listens beyond this host: any client that \
-             reaches the port can write, read and delete data; set --auth-file"
-        );
+    if let Some(warning) = exposure_warning(&config) {
+        warn!(bind = %config.bind, "{warning}");
     }
     let local = listener.local_addr()?;
     // Tests start the server on port 0 and read the real port from this line.
@@ -124,6 +120,14 @@ pub async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()
     tokio::task::block_in_place(|| tsdb.sync()).context("syncing the WAL at shutdown")?;
     info!("stopped");
     Ok(())
+}
+
+/// The warning for a server that any host may reach and that asks for no credentials.
+fn exposure_warning(config: &Config) -> Option<&'static str> {
+    (config.auth_file.is_none() && !config.bind.is_loopback()).then_some(
+        "authentication is off and the server listens beyond this host: any client that \
+         reaches the port can write, read and delete data; set --auth-file",
+    )
 }
 
 /// Reads the auth file and the TLS pair again (SIGHUP). What does not load is logged and the
@@ -344,4 +348,28 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
             _ = int.recv() => {}
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_open_server_beyond_loopback_is_warned_about() -> anyhow::Result<()> {
+        let at = |bind: &str, auth: Option<&str>| -> anyhow::Result<bool> {
+            let config = Config::resolve(&crate::config::ServeArgs {
+                bind: Some(bind.parse()?),
+                auth_file: auth.map(Into::into),
+                ..crate::config::ServeArgs::default()
+            })?;
+            Ok(exposure_warning(&config).is_some())
+        };
+        assert!(at("0.0.0.0", None)?);
+        assert!(at("10.1.2.3", None)?);
+        assert!(at("::", None)?);
+        assert!(!at("127.0.0.1", None)?);
+        assert!(!at("::1", None)?);
+        assert!(!at("0.0.0.0", Some("/etc/strata/tokens.toml"))?);
+        Ok(())
+    }
 }

@@ -184,8 +184,8 @@ struct Session {
     /// Whether `put` lines are taken: always when authentication is off, else once an `auth`
     /// line named a client with the `write` role.
     may_put: bool,
-    /// The roles the connection has: every one when authentication is off, none until an
-    /// `auth` line names a client.
+    /// The roles the last `auth` line gave; `None` before one names a client (and always
+    /// when authentication is off, when every command is allowed).
     roles: Option<Roles>,
     /// Panics to raise in the next batches, for the tests of [`Session::store_puts`].
     #[cfg(test)]
