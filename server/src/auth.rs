@@ -9,11 +9,12 @@
 //! roles = ["read"]
 //! ```
 //!
-//! A role is `read`, `write` or `admin`. HTTP clients send `Authorization: Bearer <token>`, or
-//! Basic with the name as the user and the token as the password; telnet clients send
-//! `auth <token>` first. Tokens are kept only as SHA-256 digests and compared in constant
-//! time with every configured digest, so neither a token's length nor which entry matched
-//! shows in the time an answer takes. Nothing here logs or formats a token.
+//! A role is `read`, `write` or `admin`. HTTP clients send `Authorization: Bearer <token>`
+//! (or `Token <token>`, as InfluxDB 2 clients do), or Basic with the name as the user and the
+//! token as the password; telnet clients send `auth <token>` first. Tokens are kept only as
+//! SHA-256 digests and compared in constant time with every configured digest, so neither a
+//! token's length nor which entry matched shows in the time an answer takes. Nothing here
+//! logs or formats a token.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -258,7 +259,8 @@ impl Auth {
         let header = std::str::from_utf8(header).map_err(|_| AuthError::Missing)?;
         let (scheme, rest) = header.trim().split_once(' ').ok_or(AuthError::Missing)?;
         let rest = rest.trim();
-        let id = if scheme.eq_ignore_ascii_case("bearer") {
+        // `Token` is how InfluxDB 2 clients (Telegraf, the client libraries) send theirs.
+        let id = if scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("token") {
             self.identify(None, rest.as_bytes())
         } else if scheme.eq_ignore_ascii_case("basic") {
             let raw = base64::engine::general_purpose::STANDARD
@@ -374,6 +376,8 @@ roles = ["read", "write", "admin"]
                 role: Role::Write
             })
         );
+        let token = b"Token ops-secret-abcdefghijklmnop";
+        assert_eq!(auth.check_header(Some(token), Role::Write)?.name, "ops");
         let ops = basic("ops", "ops-secret-abcdefghijklmnop");
         assert_eq!(auth.check_header(Some(&ops), Role::Admin)?.name, "ops");
         // The right token under another entry's name is not that entry.
