@@ -112,6 +112,12 @@ fn http_endpoints_need_their_roles() -> anyhow::Result<()> {
         "{json}"
     );
 
+    let (_, _, body) = server.http_bytes("GET", "/api/config", &bearer(READ), b"")?;
+    let config: serde_json::Value = serde_json::from_slice(&body)?;
+    assert_eq!(config["tsd.core.authentication.enable"], "true", "{config}");
+    assert_eq!(config["strata.auth_file"], auth.as_str(), "{config}");
+    assert_eq!(config["strata.tls_required"], "false", "{config}");
+
     // Basic with the name as the user and the token as the password.
     let basic = |user: &str, token: &str| {
         format!(
