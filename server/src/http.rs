@@ -327,7 +327,10 @@ async fn serve_authorized(route: Route, mut req: Request<Incoming>, shared: &Sha
             Ok(id) => {
                 req.extensions_mut().insert(id);
             }
-            Err(e) => return access::refused(&e),
+            Err(e) => {
+                shared.metrics.count_auth_refusal(crate::metrics::HTTP, &e);
+                return access::refused(&e);
+            }
         }
     }
     serve_route(route, req, shared).await

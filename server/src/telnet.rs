@@ -440,11 +440,21 @@ impl Session {
     /// Replies to a `command` the connection lacks `role` for: before `auth`, or with a
     /// client that does not have it.
     fn refuse(&mut self, role: Role, command: &str) {
-        let why = if self.roles.is_none() {
-            "authentication required: send `auth <token>` first".to_string()
-        } else {
-            format!("the client lacks the '{}' role", role.name())
+        let (why, kind) = match self.roles {
+            None => (
+                "authentication required: send `auth <token>` first".to_string(),
+                crate::metrics::auth_refusal::UNAUTHENTICATED,
+            ),
+            Some(_) => (
+                format!("the client lacks the '{}' role", role.name()),
+                crate::metrics::auth_refusal::FORBIDDEN,
+            ),
         };
+        self.shared
+            .metrics
+            .auth_refused
+            .with_label_values(&[crate::metrics::TELNET, kind])
+            .inc();
         self.reply.push_str(&format!("{command}: {why}\n"));
     }
 
@@ -466,6 +476,9 @@ impl Session {
             None => {
                 self.roles = None;
                 self.may_put = false;
+                self.shared
+                    .metrics
+                    .count_auth_refusal(crate::metrics::TELNET, &crate::auth::AuthError::Unknown);
                 self.reply.push_str("AUTH_FAIL\n");
             }
         }

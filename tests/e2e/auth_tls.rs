@@ -277,6 +277,20 @@ fn telnet_puts_need_an_auth_line_with_the_write_role() -> anyhow::Result<()> {
         ["AUTH_SUCCESS.\n", "Caches dropped.\n"]
     );
     assert_eq!(count_points(&server, "tel.m")?, 3);
+    let (_, _, metrics) = server.http_bytes("GET", "/metrics", &bearer(READ), b"")?;
+    let metrics = String::from_utf8(metrics)?;
+    // Two commands before `auth`, one failed `auth` and one put after it; one put without
+    // the role.
+    let refused =
+        |kind: &str| format!("strata_auth_refused_total{{kind=\"{kind}\",protocol=\"telnet\"}}");
+    assert!(
+        metrics.contains(&format!("{} 4\n", refused("unauthenticated"))),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!("{} 1\n", refused("forbidden"))),
+        "{metrics}"
+    );
     Ok(())
 }
 
