@@ -149,6 +149,7 @@ fn http_endpoints_need_their_roles() -> anyhow::Result<()> {
     let admin_only = [
         ("POST", "/api/query", DELETE_QUERY),
         ("DELETE", "/api/query", QUERY),
+        ("POST", "/api/query?method_override=delete", QUERY),
         ("POST", "/api/admin/compact", ""),
         ("GET", "/api/dropcaches", ""),
         ("GET", assign, ""),
