@@ -144,6 +144,22 @@ pub struct ServeArgs {
     /// `tsd.http.query.allow_delete` [default: false].
     #[arg(long, env = "STRATA_ALLOW_DELETE", num_args = 0..=1, default_missing_value = "true")]
     pub allow_delete: Option<bool>,
+    /// Tokens and their roles, a TOML file of `[[tokens]]` entries (`name`, `token`, `roles`
+    /// from `read`, `write` and `admin`). When set, every HTTP request and telnet connection
+    /// must authenticate; SIGHUP reads the file again [default: none, authentication off].
+    #[arg(long, env = "STRATA_AUTH_FILE")]
+    pub auth_file: Option<PathBuf>,
+    /// The TLS certificate chain, a PEM file; with `--tls-key`, clients may speak TLS on the
+    /// same port (sniffed from the first byte). SIGHUP reads the pair again [default: none].
+    #[arg(long, env = "STRATA_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// The TLS private key of `--tls-cert`, a PEM file [default: none].
+    #[arg(long, env = "STRATA_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// Refuse plaintext connections when TLS is configured: a telnet client gets one error
+    /// line, an HTTP client a 400 error, then the connection closes [default: false].
+    #[arg(long, env = "STRATA_TLS_REQUIRED", num_args = 0..=1, default_missing_value = "true")]
+    pub tls_required: Option<bool>,
 }
 
 /// The default memtable size in MiB. Since a flush folds each row into one block, small
@@ -224,6 +240,10 @@ struct FileConfig {
     cors_domains: Option<String>,
     cors_headers: Option<String>,
     allow_delete: Option<bool>,
+    auth_file: Option<PathBuf>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_required: Option<bool>,
 }
 
 /// Which origins may make cross-origin requests.
@@ -307,6 +327,19 @@ pub struct Config {
     pub cors_headers: String,
     /// Whether queries may delete.
     pub allow_delete: bool,
+    /// The tokens file; `None` = authentication off.
+    pub auth_file: Option<PathBuf>,
+    /// The TLS certificate and key files; `None` = no TLS.
+    pub tls: Option<TlsFiles>,
+    /// Whether plaintext connections are refused (only with `tls`).
+    pub tls_required: bool,
+}
+
+/// The PEM files of the TLS certificate chain and its private key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 impl Config {
@@ -433,7 +466,21 @@ impl Config {
                 .or(file.cors_headers)
                 .unwrap_or_else(|| DEFAULT_CORS_HEADERS.into()),
             allow_delete: args.allow_delete.or(file.allow_delete).unwrap_or(false),
+            auth_file: args.auth_file.clone().or(file.auth_file),
+            tls: match (
+                args.tls_cert.clone().or(file.tls_cert),
+                args.tls_key.clone().or(file.tls_key),
+            ) {
+                (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+                (None, None) => None,
+                _ => anyhow::bail!("tls_cert and tls_key must be set together"),
+            },
+            tls_required: args.tls_required.or(file.tls_required).unwrap_or(false),
         };
+        anyhow::ensure!(
+            !config.tls_required || config.tls.is_some(),
+            "tls_required needs tls_cert and tls_key"
+        );
         config
             .fsync
             .parse::<strata_engine::SyncPolicy>()
@@ -662,6 +709,48 @@ mod tests {
         std::fs::write(&path, "worker_threads = 3\n")?;
         let c = Config::resolve(&from_file())?;
         assert_eq!(c.worker_threads, 3);
+        Ok(())
+    }
+
+    #[test]
+    fn auth_and_tls_come_from_the_file_and_flags_and_go_together() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("strata.toml");
+        std::fs::write(
+            &path,
+            "auth_file = \"/etc/strata/tokens.toml\"\ntls_cert = \"/c.pem\"\ntls_key = \"/k.pem\"\n",
+        )?;
+        let args = ServeArgs {
+            storage: StorageArgs {
+                config: Some(path.clone()),
+                ..StorageArgs::default()
+            },
+            tls_key: Some("/flag.pem".into()),
+            tls_required: Some(true),
+            ..ServeArgs::default()
+        };
+        let c = Config::resolve(&args)?;
+        assert_eq!(c.auth_file, Some(PathBuf::from("/etc/strata/tokens.toml")));
+        let tls = c.tls.context("no tls")?;
+        assert_eq!((tls.cert, tls.key), ("/c.pem".into(), "/flag.pem".into()));
+        assert!(c.tls_required);
+        let d = Config::resolve(&ServeArgs::default())?;
+        assert_eq!((d.auth_file, d.tls, d.tls_required), (None, None, false));
+        let half = Config::resolve(&ServeArgs {
+            tls_cert: Some("/c.pem".into()),
+            ..ServeArgs::default()
+        });
+        let err = format!("{:#}", half.err().context("accepted a cert without a key")?);
+        assert!(err.contains("tls_key"), "{err}");
+        let required = Config::resolve(&ServeArgs {
+            tls_required: Some(true),
+            ..ServeArgs::default()
+        });
+        let err = format!(
+            "{:#}",
+            required.err().context("accepted tls_required alone")?
+        );
+        assert!(err.contains("tls_required"), "{err}");
         Ok(())
     }
 

@@ -2,6 +2,7 @@
 //! clients do.
 
 mod api;
+mod auth_tls;
 mod cli;
 mod compat;
 mod exact_values;

@@ -116,3 +116,53 @@ fn the_compression_setting_reaches_the_data_files() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn modes_refuse_writes_or_queries_as_opentsdb_does() -> anyhow::Result<()> {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir()?;
+    let put = br#"{"metric":"m","timestamp":1700000000,"value":1,"tags":{"host":"a"}}"#;
+    let query = "/api/query?start=1699999000&end=1700001000&m=sum:m";
+
+    let server = Server::start_in(dir.path(), &["--mode", "wo"])?;
+    let (status, body) = server.http("POST", "/api/put", put)?;
+    assert_eq!(status, 204, "{body}");
+    let (status, body) = server.http("GET", query, b"")?;
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("tsd.mode=wo"), "{body}");
+    let (status, body) = server.http("GET", "/api/suggest?type=metrics&q=", b"")?;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = server.http("GET", "/api/version", b"")?;
+    assert_eq!(status, 200, "{body}");
+    assert!(server.stop()?.success());
+
+    let server = Server::start_in(dir.path(), &["--mode", "ro"])?;
+    let (status, body) = server.http("GET", query, b"")?;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""1700000000":1"#), "{body}");
+    let (status, body) = server.http("POST", "/api/put", put)?;
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("tsd.mode=ro"), "{body}");
+    let (status, body) = server.http("GET", "/api/uid/assign?metric=other", b"")?;
+    assert_eq!(status, 404, "{body}");
+    let mut telnet = server.connect()?;
+    telnet.write_all(b"put m 1700000060 2 host=a\nhelp\n")?;
+    let mut lines = BufReader::new(telnet.try_clone()?).lines();
+    assert_eq!(
+        lines.next().transpose()?.as_deref(),
+        Some("unknown command: put.  Try `help'.")
+    );
+    assert_eq!(
+        lines.next().transpose()?.as_deref(),
+        Some("available commands: stats dropcaches version exit help ")
+    );
+    let (_, body) = server.http("GET", query, b"")?;
+    assert!(
+        !body.contains("1700000060"),
+        "the refused put was not stored: {body}"
+    );
+    let (_, body) = server.http("GET", "/api/config", b"")?;
+    let config: Json = serde_json::from_str(&body)?;
+    assert_eq!(config["tsd.mode"], "ro");
+    Ok(())
+}

@@ -91,6 +91,22 @@ pub(crate) fn settings(shared: &Shared) -> BTreeMap<String, String> {
         "strata.rowcompact_grace_secs",
         t.rowcompact_grace.as_secs().to_string(),
     );
+    // Authentication and TLS: whether they are on, and the files' paths (never their contents).
+    set(
+        "tsd.core.authentication.enable",
+        c.auth_file.is_some().to_string(),
+    );
+    let path = |p: Option<&std::path::Path>| p.map(|p| p.display().to_string()).unwrap_or_default();
+    set("strata.auth_file", path(c.auth_file.as_deref()));
+    set(
+        "strata.tls_cert",
+        path(c.tls.as_ref().map(|t| t.cert.as_path())),
+    );
+    set(
+        "strata.tls_key",
+        path(c.tls.as_ref().map(|t| t.key.as_path())),
+    );
+    set("strata.tls_required", c.tls_required.to_string());
     for (k, v) in m.iter_mut() {
         if k.to_ascii_uppercase().contains("PASS") {
             *v = "********".into();
