@@ -45,7 +45,7 @@ use crate::wal::Entry as WalEntry;
 /// An open database. Cheap to clone; every clone shares the same state.
 #[derive(Debug, Clone)]
 pub struct Db {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl Db {
