@@ -15,7 +15,9 @@ pub(crate) struct CompactArgs {
 pub(crate) fn run(args: &CompactArgs) -> anyhow::Result<()> {
     let config = Config::resolve_storage(&args.storage)?;
     let (_lock, tsdb) = super::open::open_existing(&config)?;
+    let spinner = super::progress::Bar::spinner("compacting");
     let report = compact_all(&tsdb)?;
+    spinner.finish();
     tsdb.sync()?;
     println!("compacted {}: {report}", config.data_dir.display());
     Ok(())

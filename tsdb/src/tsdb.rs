@@ -722,6 +722,17 @@ impl Tsdb {
         Ok(self.inner.store.db.flush()?)
     }
 
+    /// Makes a consistent copy of the database in `target` while writes go on (engine
+    /// checkpoint: every point acknowledged before the call is in it). The series index, UIDs
+    /// and dirty-row markers are engine tables, so they are in the copy too.
+    pub fn checkpoint(
+        &self,
+        target: &Path,
+        progress: strata_engine::Progress<'_>,
+    ) -> Result<strata_engine::CheckpointReport> {
+        Ok(self.inner.store.db.checkpoint(target, progress)?)
+    }
+
     /// Compacts every table of the engine fully (`strata compact`, benches).
     pub fn compact_all(&self) -> Result<()> {
         Ok(self.inner.store.db.compact_all()?)
