@@ -2,6 +2,7 @@
 //! clients do.
 
 mod api;
+mod backup;
 mod cli;
 mod compat;
 mod exact_values;
