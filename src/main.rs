@@ -78,6 +78,14 @@ enum Command {
     /// Restores a backup into a data directory, which must be empty unless --force, and
     /// checks the result as `strata fsck` does.
     Restore(cli::backup::RestoreArgs),
+    /// OpenTSDB's `uid` tool: grep, assign, rename and delete UIDs.
+    Uid(cli::uid::UidArgs),
+    /// OpenTSDB's command-line query: `strata query 1h-ago sum sys.cpu.user host=web01`.
+    /// Prints `metric timestamp value {tags}` per point, or `/api/query`'s JSON.
+    Query(cli::query::QueryArgs),
+    /// Deletes a metric or some of its series (`METRIC [tagk=tagv …]`): the points, the
+    /// series index entries and the names no series uses any more.
+    Delete(cli::delete::DeleteArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -117,6 +125,9 @@ fn main() -> anyhow::Result<()> {
         Command::Fsck(args) => std::process::exit(cli::fsck::run(&args)),
         Command::Backup(args) => cli::backup::run_backup(&args),
         Command::Restore(args) => cli::backup::run_restore(&args),
+        Command::Uid(args) => cli::uid::run(&args),
+        Command::Query(args) => cli::query::run(&args),
+        Command::Delete(args) => cli::delete::run(&args),
     }
 }
 
