@@ -24,7 +24,7 @@ pub(crate) struct QueryArgs {
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub(crate) format: String,
     /// START [END] AGG [rate] [counter[,max[,reset]]] [downsample SPEC] METRIC [tagk=tagv …] …
-    #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+    #[arg(required = true, num_args = 1..)]
     pub(crate) args: Vec<String>,
 }
 

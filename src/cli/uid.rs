@@ -5,7 +5,8 @@ use anyhow::{Context, bail};
 use strata_server::{Config, StorageArgs};
 use strata_tsdb::{Tsdb, Uid, UidKind};
 
-/// `strata uid` flags.
+/// `strata uid` flags: a subcommand, each with the storage flags, so `--data-dir` may come
+/// before the subcommand or after it.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct UidArgs {
     #[command(flatten)]
@@ -20,6 +21,8 @@ pub(crate) enum UidCommand {
     /// Lists the names matching a regular expression: `grep [metrics|tagk|tagv] REGEX`
     /// (every kind when none is given).
     Grep {
+        #[command(flatten)]
+        storage: StorageArgs,
         /// `[KIND] REGEX`.
         #[arg(num_args = 1..=2, required = true)]
         args: Vec<String>,
@@ -29,6 +32,8 @@ pub(crate) enum UidCommand {
     },
     /// Assigns UIDs to new names: `assign KIND NAME…`.
     Assign {
+        #[command(flatten)]
+        storage: StorageArgs,
         /// metrics, tagk or tagv.
         kind: String,
         /// The names.
@@ -37,6 +42,8 @@ pub(crate) enum UidCommand {
     },
     /// Renames a name, keeping its UID: `rename KIND OLD NEW`.
     Rename {
+        #[command(flatten)]
+        storage: StorageArgs,
         /// metrics, tagk or tagv.
         kind: String,
         /// The current name.
@@ -47,6 +54,8 @@ pub(crate) enum UidCommand {
     /// Deletes a name's UID mapping: `delete KIND NAME`. Refused while a series uses it
     /// (delete those with `strata delete` first).
     Delete {
+        #[command(flatten)]
+        storage: StorageArgs,
         /// metrics, tagk or tagv.
         kind: String,
         /// The name.
@@ -72,7 +81,7 @@ fn line(kind: UidKind, name: &str, uid: Uid) -> String {
 
 /// Runs `strata uid`.
 pub(crate) fn run(args: &UidArgs) -> anyhow::Result<()> {
-    let config = Config::resolve_storage(&args.storage)?;
+    let config = Config::resolve_storage(&merged(&args.storage, args.command.storage()))?;
     let (_lock, tsdb) = super::open::open_existing(&config)?;
     for out in execute(&tsdb, &args.command)? {
         println!("{out}");
@@ -81,11 +90,35 @@ pub(crate) fn run(args: &UidArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+impl UidCommand {
+    fn storage(&self) -> &StorageArgs {
+        match self {
+            UidCommand::Grep { storage, .. }
+            | UidCommand::Assign { storage, .. }
+            | UidCommand::Rename { storage, .. }
+            | UidCommand::Delete { storage, .. } => storage,
+        }
+    }
+}
+
+/// The storage flags given before the subcommand, with those given after it winning.
+fn merged(before: &StorageArgs, after: &StorageArgs) -> StorageArgs {
+    StorageArgs {
+        config: after.config.clone().or_else(|| before.config.clone()),
+        data_dir: after.data_dir.clone().or_else(|| before.data_dir.clone()),
+        fsync: after.fsync.clone().or_else(|| before.fsync.clone()),
+        memtable_mb: after.memtable_mb.or(before.memtable_mb),
+        cache_mb: after.cache_mb.or(before.cache_mb),
+    }
+}
+
 /// Runs one subcommand and returns the lines to print.
 pub(crate) fn execute(tsdb: &Tsdb, command: &UidCommand) -> anyhow::Result<Vec<String>> {
     let mut out = Vec::new();
     match command {
-        UidCommand::Grep { args, ignore_case } => {
+        UidCommand::Grep {
+            args, ignore_case, ..
+        } => {
             let (kinds, pattern) = match args.as_slice() {
                 [pattern] => (UidKind::ALL.to_vec(), pattern),
                 [k, pattern] => (vec![kind(k)?], pattern),
@@ -103,7 +136,7 @@ pub(crate) fn execute(tsdb: &Tsdb, command: &UidCommand) -> anyhow::Result<Vec<S
                 }
             }
         }
-        UidCommand::Assign { kind: k, names } => {
+        UidCommand::Assign { kind: k, names, .. } => {
             let kind = kind(k)?;
             for name in names {
                 let uid = tsdb
@@ -112,13 +145,15 @@ pub(crate) fn execute(tsdb: &Tsdb, command: &UidCommand) -> anyhow::Result<Vec<S
                 out.push(line(kind, name, uid));
             }
         }
-        UidCommand::Rename { kind: k, old, new } => {
+        UidCommand::Rename {
+            kind: k, old, new, ..
+        } => {
             let kind = kind(k)?;
             tsdb.rename_uid(kind, old, new)
                 .with_context(|| format!("renaming {} {old} to {new}", kind.as_str()))?;
             out.push(line(kind, new, tsdb.uid(kind, new)?));
         }
-        UidCommand::Delete { kind: k, name } => {
+        UidCommand::Delete { kind: k, name, .. } => {
             let kind = kind(k)?;
             let uid = tsdb
                 .delete_uid(kind, name)

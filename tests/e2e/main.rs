@@ -14,6 +14,7 @@ mod http_put;
 mod influx;
 mod limits;
 mod metrics;
+mod operator_cli;
 mod promql;
 mod protocol;
 mod readme_tour;
