@@ -34,7 +34,7 @@ mod write;
 
 pub use api::request::now_ms;
 pub use backup::{BackupError, BackupReport, LOCK_FILE, backup, check_target, restore};
-pub use compact::{CompactReport, compact_all};
+pub use compact::{CompactReport, compact_all, compact_all_with_progress};
 pub use config::{Config, Cors, ServeArgs, StorageArgs};
 pub use metrics::{reason, rejection_reason};
 pub use server::serve;

@@ -1,7 +1,8 @@
 //! Progress bars for the long commands: a bar with the rate and the time left on stderr for
-//! work of known size (import, backup, restore), a spinner with the time taken for work whose
-//! size the libraries do not report (compact, export), and nothing at all when stderr is not a
-//! terminal, so scripts and logs get only the summary line.
+//! work of known size (import, backup, restore, the LSM part of compact), a spinner with the
+//! time taken for work whose size is not known up front (row compaction, export), and nothing
+//! at all when stderr is not a terminal, so scripts and logs get only the summary line. The
+//! libraries report progress through callbacks; only the binary draws.
 
 use std::io::IsTerminal;
 use std::time::Duration;

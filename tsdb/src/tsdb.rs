@@ -738,6 +738,11 @@ impl Tsdb {
         Ok(self.inner.store.db.compact_all()?)
     }
 
+    /// [`Tsdb::compact_all`], telling `progress` `(bytes done, bytes in all)`.
+    pub fn compact_all_with_progress(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
+        Ok(self.inner.store.db.compact_all_with_progress(progress)?)
+    }
+
     /// The engine's counters, for `/metrics` and `/api/stats`.
     pub fn engine_stats(&self) -> EngineStats {
         self.inner.store.db.stats()
