@@ -216,3 +216,36 @@ fn restore_refuses_a_checkpoint_with_a_truncated_file() -> Result<()> {
     assert!(matches!(err, Some(Error::Corruption { .. })), "{err:?}");
     Ok(())
 }
+
+#[test]
+fn a_checkpoint_to_another_file_system_copies() -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let src = tempdir()?;
+    // A tmpfs, when the machine has one on another device than the temporary directory: the
+    // hard link fails there with EXDEV.
+    let shm = Path::new("/dev/shm");
+    let dev = |p: &Path| fs::metadata(p).map(|m| m.dev()).ok();
+    if dev(shm).is_none() || dev(shm) == dev(src.path()) {
+        eprintln!("skipped: no second file system at /dev/shm");
+        return Ok(());
+    }
+    let dst = tempfile::tempdir_in(shm).map_err(|e| Error::io("tempdir", e))?;
+    let db = Db::open(src.path(), DbOptions::default())?;
+    db.open_table("t", TableOptions::default())?;
+    for i in 1..=20 {
+        put(&db, i)?;
+    }
+    let report = db.checkpoint(dst.path(), &mut |_, _| {})?;
+    assert_eq!(report.files_linked, 0);
+    assert!(report.files_copied > 0);
+    assert_eq!(report.bytes_copied, report.total_bytes());
+    let again = db.checkpoint(dst.path(), &mut |_, _| {})?;
+    assert_eq!(
+        again.files_skipped, report.files_copied,
+        "nothing new to copy"
+    );
+    assert_eq!(again.files_copied, 0);
+    drop(db);
+    assert_eq!(rows(dst.path())?, (1..=20).collect::<Vec<_>>());
+    Ok(())
+}
