@@ -72,6 +72,21 @@ enum Command {
     /// repairs what it can, moving what cannot be read to lost+found/. Exits 0 when clean, 1
     /// when every problem was repaired, 4 when problems are left, 8 when it could not run.
     Fsck(cli::fsck::FsckArgs),
+    /// Copies the data directory into a backup directory, consistently; a later backup into
+    /// the same directory copies only new files. While `strata serve` runs on the data
+    /// directory, use `POST /api/admin/backup` instead.
+    Backup(cli::backup::BackupArgs),
+    /// Restores a backup into a data directory, which must be empty unless --force, and
+    /// checks the result as `strata fsck` does.
+    Restore(cli::backup::RestoreArgs),
+    /// OpenTSDB's `uid` tool: grep, assign, rename and delete UIDs.
+    Uid(cli::uid::UidArgs),
+    /// OpenTSDB's command-line query: `strata query 1h-ago sum sys.cpu.user host=web01`.
+    /// Prints `metric timestamp value {tags}` per point, or `/api/query`'s JSON.
+    Query(cli::query::QueryArgs),
+    /// Deletes a metric or some of its series (`METRIC [tagk=tagv …]`): the points, the
+    /// series index entries and the names no series uses any more.
+    Delete(cli::delete::DeleteArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -109,6 +124,11 @@ fn main() -> anyhow::Result<()> {
         Command::Compact(args) => cli::compact::run(&args),
         Command::Export(args) => cli::export::run(&args),
         Command::Fsck(args) => std::process::exit(cli::fsck::run(&args)),
+        Command::Backup(args) => cli::backup::run_backup(&args),
+        Command::Restore(args) => cli::backup::run_restore(&args),
+        Command::Uid(args) => cli::uid::run(&args),
+        Command::Query(args) => cli::query::run(&args),
+        Command::Delete(args) => cli::delete::run(&args),
     }
 }
 

@@ -35,15 +35,27 @@ impl Inner {
             let Some((table, plan)) = due else {
                 return Ok(());
             };
-            self.compact(table, &plan)?;
+            self.compact(table, &plan, &mut |_| {})?;
         }
     }
 
     /// Merges every file of every table into one level (the deepest one in use, at least 1).
-    pub(crate) fn compact_all(&self) -> Result<()> {
+    /// `progress` gets `(bytes done, bytes in all)`, counted in input bytes: the bytes written
+    /// so far while a table is merged, and the table's input bytes once it is done.
+    pub(crate) fn compact_all(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
         let _compacting = self.compaction.lock();
         let files = self.state.read().files.clone();
+        let total: u64 = files
+            .tables
+            .values()
+            .flatten()
+            .flatten()
+            .map(|r| r.file_bytes())
+            .sum();
+        let mut done = 0u64;
+        progress(0, total);
         for (&table, levels) in &files.tables {
+            let input: u64 = levels.iter().flatten().map(|r| r.file_bytes()).sum();
             let inputs: Vec<u64> = levels.iter().flatten().map(|r| r.file_id()).collect();
             if inputs.is_empty() {
                 continue;
@@ -54,7 +66,11 @@ impl Inner {
                 output_level: deepest.max(1),
                 bottom: true,
             };
-            self.compact(table, &plan)?;
+            self.compact(table, &plan, &mut |written| {
+                progress(done + written.min(input), total)
+            })?;
+            done += input;
+            progress(done, total);
         }
         Ok(())
     }
@@ -62,7 +78,8 @@ impl Inner {
     /// Runs one compaction of `table`'s files and installs its outputs. The caller holds
     /// `compaction`, so the inputs stay as planned; flushes may add level-0 files meanwhile,
     /// which hold newer data than any input and are left alone.
-    fn compact(&self, table: u32, plan: &Plan) -> Result<()> {
+    /// `written` gets the bytes of the output files finished so far.
+    fn compact(&self, table: u32, plan: &Plan, written: &mut dyn FnMut(u64)) -> Result<()> {
         let start = Instant::now();
         let files = self.state.read().files.clone();
         let inputs: Vec<Arc<SstReader>> = files
@@ -77,7 +94,8 @@ impl Inner {
         let level = u8::try_from(plan.output_level)
             .map_err(|_| Error::InvalidArgument(format!("bad level {}", plan.output_level)))?;
         let mut outputs: Vec<(FileMeta, Arc<SstReader>)> = Vec::new();
-        let result = self.write_compaction(table, level, &inputs, plan.bottom, &mut outputs);
+        let result =
+            self.write_compaction(table, level, &inputs, plan.bottom, &mut outputs, written);
         let mut manifest = self.manifest.lock();
         let installed = result
             .map_err(|error| AtomicWriteError {
@@ -148,6 +166,7 @@ impl Inner {
         inputs: &[Arc<SstReader>],
         bottom: bool,
         outputs: &mut Vec<(FileMeta, Arc<SstReader>)>,
+        written: &mut dyn FnMut(u64),
     ) -> Result<()> {
         let sources: Vec<Source> = inputs
             .iter()
@@ -198,6 +217,7 @@ impl Inner {
                     && let Some((id, name, b)) = open.take()
                 {
                     outputs.push(self.finish_sst(table, level, id, &name, b)?);
+                    written(outputs.iter().map(|(m, _)| m.bytes).sum());
                 }
             }
             if let Some((id, name, b)) = open.take() {

@@ -45,7 +45,7 @@ use crate::wal::Entry as WalEntry;
 /// An open database. Cheap to clone; every clone shares the same state.
 #[derive(Debug, Clone)]
 pub struct Db {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl Db {
@@ -210,7 +210,13 @@ impl Db {
     /// merged into one file holding only the newest visible version of each cell, without
     /// tombstones.
     pub fn compact_all(&self) -> Result<()> {
-        self.inner.compact_all()
+        self.inner.compact_all(&mut |_, _| {})
+    }
+
+    /// [`Db::compact_all`], telling `progress` how far it got: `(bytes done, bytes in all)` of
+    /// the input files.
+    pub fn compact_all_with_progress(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
+        self.inner.compact_all(progress)
     }
 
     /// Empties the block cache; later reads fill it again from the files.
@@ -498,6 +504,28 @@ mod tests {
                 }
             }
         }
+        Ok(())
+    }
+
+    #[test]
+    fn compact_all_reports_progress_up_to_its_input_bytes() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let db = Db::open(dir.path(), DbOptions::default())?;
+        let t = db.open_table("t", TableOptions::default())?;
+        for round in 0..3u32 {
+            let mut b = WriteBatch::new();
+            for row in 0..100u32 {
+                b.put(&t, &row.to_be_bytes(), b"c", &round.to_be_bytes());
+            }
+            db.write(&b)?;
+            db.flush()?;
+        }
+        let input: u64 = db.stats().levels.iter().map(|l| l.bytes).sum();
+        let mut calls: Vec<(u64, u64)> = Vec::new();
+        db.compact_all_with_progress(&mut |done, total| calls.push((done, total)))?;
+        assert_eq!(calls.first(), Some(&(0, input)));
+        assert_eq!(calls.last(), Some(&(input, input)));
+        assert!(calls.windows(2).all(|w| w[0].0 <= w[1].0), "{calls:?}");
         Ok(())
     }
 

@@ -16,6 +16,7 @@ mod batch;
 mod block;
 mod bloom;
 mod cache;
+mod checkpoint;
 mod coding;
 mod compact;
 mod compaction;
@@ -47,6 +48,7 @@ mod worker;
 mod write;
 
 pub use batch::WriteBatch;
+pub use checkpoint::{CheckpointReport, Progress, restore_checkpoint};
 pub use db::Db;
 pub use error::{Error, ErrorKind, Result};
 pub use fold::{FlushFold, FlushFolder, FoldEntry, FoldKind, FoldOut};

@@ -50,6 +50,8 @@ pub(crate) async fn dispatch(ep: &str, req: Request<Incoming>, shared: &Shared) 
         "export" => method_not_allowed(&method),
         "admin/compact" if method == Method::POST => admin_compact(shared),
         "admin/compact" => method_not_allowed(&method),
+        "admin/backup" if method == Method::POST => admin_backup(req, shared).await,
+        "admin/backup" => method_not_allowed(&method),
         "aggregators" => only(&method, &[Method::GET, Method::POST], aggregators),
         "config/filters" => only(&method, &[Method::GET, Method::POST], config_filters),
         // GET and DELETE, as OpenTSDB 2.4.1's code (its docs say GET and POST).
@@ -292,6 +294,54 @@ pub(crate) fn admin_compact(shared: &Shared) -> Resp {
         Err(e) => error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Compaction failed",
+            &e.to_string(),
+        ),
+    }
+}
+
+/// `POST /api/admin/backup` with `{"to": "/absolute/dir"}`: a consistent copy of the database
+/// in that directory, made while writes go on (see `crate::backup`), answered with what was
+/// linked, copied and skipped. It returns when the copy is complete.
+pub(crate) async fn admin_backup(req: Request<Incoming>, shared: &Shared) -> Resp {
+    let body = match read_body(req, shared).await {
+        Ok(body) => body,
+        Err(resp) => return resp,
+    };
+    let to = match serde_json::from_slice::<Json>(&body) {
+        Ok(v) => match v.get("to") {
+            Some(Json::String(to)) if !to.is_empty() => std::path::PathBuf::from(to),
+            _ => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "Missing 'to'",
+                    "the body must be a JSON object with the backup directory in 'to'",
+                );
+            }
+        },
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "Unable to parse the given JSON",
+                &e.to_string(),
+            );
+        }
+    };
+    let tsdb = shared.tsdb.clone();
+    let data_dir = shared.config.data_dir.clone();
+    let result = tokio::task::block_in_place(|| {
+        crate::backup::backup(&tsdb, &data_dir, &to, &mut |_, _| {})
+    });
+    match result {
+        Ok(report) => {
+            tracing::info!(to = %to.display(), %report, "backup done");
+            json_ok(&report.to_json())
+        }
+        Err(crate::backup::BackupError::Target(e)) => {
+            error(StatusCode::BAD_REQUEST, "Bad backup target", &e)
+        }
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Backup failed",
             &e.to_string(),
         ),
     }

@@ -30,10 +30,20 @@ impl std::fmt::Display for CompactReport {
 
 /// Row-compacts every closed dirty row, flushes the memtables and compacts the LSM fully.
 pub fn compact_all(tsdb: &strata_tsdb::Tsdb) -> strata_tsdb::Result<CompactReport> {
+    compact_all_with_progress(tsdb, &mut |_| {}, &mut |_, _| {})
+}
+
+/// [`compact_all`], telling `rows` the row compactor's running totals and `bytes` how far the
+/// LSM compaction got, `(bytes done, bytes in all)`.
+pub fn compact_all_with_progress(
+    tsdb: &strata_tsdb::Tsdb,
+    rows: &mut dyn FnMut(&strata_tsdb::RowCompactStats),
+    bytes: &mut dyn FnMut(u64, u64),
+) -> strata_tsdb::Result<CompactReport> {
     let started = Instant::now();
-    let rows = tsdb.rowcompact_all()?;
+    let rows = tsdb.rowcompact_all_with_progress(rows)?;
     tsdb.flush()?;
-    tsdb.compact_all()?;
+    tsdb.compact_all_with_progress(bytes)?;
     Ok(CompactReport {
         rows,
         duration_ms: started.elapsed().as_millis() as u64,

@@ -72,6 +72,32 @@ pub struct StorageArgs {
     pub auto_create_tagvs: Option<bool>,
 }
 
+impl StorageArgs {
+    /// These settings, with each one left unset taken from `base`.
+    pub fn or(&self, base: &StorageArgs) -> StorageArgs {
+        StorageArgs {
+            config: self.config.clone().or_else(|| base.config.clone()),
+            data_dir: self.data_dir.clone().or_else(|| base.data_dir.clone()),
+            fsync: self.fsync.clone().or_else(|| base.fsync.clone()),
+            memtable_mb: self.memtable_mb.or(base.memtable_mb),
+            cache_mb: self.cache_mb.or(base.cache_mb),
+            compression: self
+                .compression
+                .clone()
+                .or_else(|| base.compression.clone()),
+            block_size_kb: self.block_size_kb.or(base.block_size_kb),
+            bloom_filters: self.bloom_filters.or(base.bloom_filters),
+            salt_bucket_count: self.salt_bucket_count.or(base.salt_bucket_count),
+            metric_uid_width: self.metric_uid_width.or(base.metric_uid_width),
+            tagk_uid_width: self.tagk_uid_width.or(base.tagk_uid_width),
+            tagv_uid_width: self.tagv_uid_width.or(base.tagv_uid_width),
+            auto_create_metrics: self.auto_create_metrics.or(base.auto_create_metrics),
+            auto_create_tagks: self.auto_create_tagks.or(base.auto_create_tagks),
+            auto_create_tagvs: self.auto_create_tagvs.or(base.auto_create_tagvs),
+        }
+    }
+}
+
 /// `strata serve` flags. Each can also come from the environment variable named beside it.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ServeArgs {

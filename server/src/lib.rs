@@ -6,11 +6,14 @@
 //! - [`serve`]: runs the server over an open database until SIGINT or SIGTERM.
 //! - [`Config`], [`ServeArgs`], [`StorageArgs`]: its settings, from a file, the environment and
 //!   flags.
+//! - [`backup`], [`restore`]: behind `POST /api/admin/backup`, `strata backup` and
+//!   `strata restore`.
 //! - [`compact_all`]: the full compaction behind `POST /api/admin/compact` and `strata compact`.
 //! - [`rejection_reason`], [`reason`]: the `reason` labels rejected points are counted by.
 
 mod api;
 pub mod auth;
+mod backup;
 mod body;
 mod compact;
 mod config;
@@ -30,7 +33,8 @@ mod version;
 mod write;
 
 pub use api::request::now_ms;
-pub use compact::{CompactReport, compact_all};
+pub use backup::{BackupError, BackupReport, LOCK_FILE, backup, check_target, restore};
+pub use compact::{CompactReport, compact_all, compact_all_with_progress};
 pub use config::{Config, Cors, Mode, ServeArgs, StorageArgs, TlsFiles};
 pub use metrics::{reason, rejection_reason};
 pub use server::serve;

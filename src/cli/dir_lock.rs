@@ -24,6 +24,15 @@ pub(crate) struct DirLock {
 impl DirLock {
     /// Creates `dir` if needed and locks it, or fails at once if another process holds it.
     pub(crate) fn acquire(dir: &Path) -> anyhow::Result<DirLock> {
+        DirLock::acquire_or(
+            dir,
+            "stop that process first, or send the data to the server over the network",
+        )
+    }
+
+    /// [`DirLock::acquire`], with `hint` saying what to do instead when another process holds
+    /// the lock.
+    pub(crate) fn acquire_or(dir: &Path, hint: &str) -> anyhow::Result<DirLock> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the data directory {}", dir.display()))?;
         let path = dir.join(LOCK_FILE);
@@ -38,8 +47,7 @@ impl DirLock {
             Ok(()) => Ok(DirLock { _file: file }),
             Err(TryLockError::WouldBlock) => bail!(
                 "the data directory {} is in use by another process (is `strata serve` \
-                 running on it?); stop that process first, or send the data to the server \
-                 over the network",
+                 running on it?); {hint}",
                 dir.display()
             ),
             Err(TryLockError::Error(e)) => {

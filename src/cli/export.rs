@@ -48,9 +48,11 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
     };
     let now_ms = strata_server::now_ms();
     let mut out = Vec::new();
+    let spinner = super::progress::Bar::spinner("exporting");
     let summary =
         strata_query::export_parquet(&tsdb, method, &query, &body, now_ms, &limits, &mut out)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+    spinner.finish();
     if args.out.as_os_str() == "-" {
         std::io::stdout().write_all(&out)?;
     } else {

@@ -22,6 +22,8 @@ use anyhow::Context;
 use strata_ingest::{ParseConfig, check_units, parse_put_line};
 
 use strata_server::rejection_reason;
+
+use super::progress::Bar;
 use strata_server::{Config, StorageArgs};
 
 /// `strata import` flags.
@@ -48,9 +50,6 @@ const DEFAULT_BATCH_POINTS: usize = 50_000;
 /// Longest line accepted. Telnet allows 1 KiB; files get more room, but a file with no
 /// newlines must not be read into memory whole.
 const MAX_LINE_BYTES: usize = 64 << 10;
-
-/// How often progress is printed.
-const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 /// How many line numbers each error reason keeps for the summary.
 const EXAMPLES_PER_REASON: usize = 5;
@@ -139,8 +138,8 @@ pub(crate) struct Importer<'t> {
     file: String,
     summary: Summary,
     started: Instant,
-    last_progress: Instant,
-    progress: bool,
+    /// Shows the points imported so far, when given.
+    bar: Option<&'t Bar>,
 }
 
 impl std::fmt::Debug for Importer<'_> {
@@ -153,8 +152,12 @@ impl std::fmt::Debug for Importer<'_> {
 }
 
 impl<'t> Importer<'t> {
-    /// An importer writing to `tsdb`; `progress` prints a line to stderr every second.
-    pub(crate) fn new(tsdb: &'t strata_tsdb::Tsdb, batch_points: usize, progress: bool) -> Self {
+    /// An importer writing to `tsdb`; `bar` shows the points imported so far.
+    pub(crate) fn new(
+        tsdb: &'t strata_tsdb::Tsdb,
+        batch_points: usize,
+        bar: Option<&'t Bar>,
+    ) -> Self {
         let now = Instant::now();
         Importer {
             tsdb,
@@ -165,8 +168,7 @@ impl<'t> Importer<'t> {
             file: String::new(),
             summary: Summary::default(),
             started: now,
-            last_progress: now,
-            progress,
+            bar,
         }
     }
 
@@ -271,16 +273,12 @@ impl<'t> Importer<'t> {
         }
         self.chunk.clear();
         self.lines.clear();
-        if self.progress && self.last_progress.elapsed() >= PROGRESS_EVERY {
-            self.last_progress = Instant::now();
-            let secs = self.started.elapsed().as_secs_f64();
-            eprintln!(
-                "import: {} points ({:.0} points/s), {} lines rejected, at {}",
+        if let Some(bar) = self.bar {
+            bar.set_message(&format!(
+                "import: {} points, {} lines rejected",
                 self.summary.points,
-                self.summary.points as f64 / secs.max(1e-9),
-                self.summary.rejected(),
-                self.file
-            );
+                self.summary.rejected()
+            ));
         }
     }
 
@@ -289,6 +287,17 @@ impl<'t> Importer<'t> {
         self.flush_batch();
         self.summary.elapsed = self.started.elapsed();
         self.summary
+    }
+}
+
+/// A reader that counts the bytes it reads on a progress bar.
+struct Counted<'b, R>(R, &'b Bar);
+
+impl<R: Read> Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.0.read(buf)?;
+        self.1.advance(n as u64);
+        Ok(n)
     }
 }
 
@@ -346,25 +355,39 @@ fn read_line_capped(
 pub(crate) fn run(args: &ImportArgs) -> anyhow::Result<()> {
     let config = Config::resolve_storage(&args.storage)?;
     let (_lock, tsdb) = super::open::open_locked(&config)?;
-    let mut importer = Importer::new(&tsdb, args.batch_points, true);
+    // The bar counts bytes read from the files (compressed bytes for gzip), whose sizes are
+    // known up front; standard input adds none to the total.
+    let bar = Bar::bytes("import");
+    let total: u64 = args
+        .files
+        .iter()
+        .filter(|p| p.as_os_str() != "-")
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    bar.set_total(total);
+    let mut importer = Importer::new(&tsdb, args.batch_points, Some(&bar));
     for path in &args.files {
         let name = path.display().to_string();
         if name == "-" {
-            importer.import("<stdin>", std::io::stdin().lock())?;
+            importer.import("<stdin>", Counted(std::io::stdin().lock(), &bar))?;
         } else {
             let file = std::fs::File::open(path).with_context(|| format!("opening {name}"))?;
             importer
-                .import(&name, file)
+                .import(&name, Counted(file, &bar))
                 .with_context(|| format!("importing {name}"))?;
         }
     }
     let summary = importer.finish();
+    bar.finish();
     tsdb.sync().context("syncing the WAL")?;
     print!("{summary}");
     if !args.no_compact {
         let started = Instant::now();
+        let spinner = Bar::spinner("row-compacting the import");
         let rows = tsdb.rowcompact_all().context("row-compacting the import")?;
         tsdb.flush().context("flushing after row compaction")?;
+        spinner.finish();
         println!(
             "row-compacted {} rows ({} cells folded) in {:.2} s",
             rows.rows_compacted,
@@ -401,7 +424,7 @@ mod tests {
             sys.cpu 1356998403 4\n\
             sys.cpu 1356998404 5.5 host=a";
         // A batch size of 2 makes batches end mid-file.
-        let mut imp = Importer::new(&tsdb, 2, false);
+        let mut imp = Importer::new(&tsdb, 2, None);
         imp.import("a.txt", &text[..])?;
         imp.import("b.txt.gz", &gzip(b"sys.cpu 1356998405 6 host=b\n")?[..])?;
         let summary = imp.finish();

@@ -3,6 +3,7 @@
 
 mod api;
 mod auth_tls;
+mod backup;
 mod cli;
 mod compat;
 mod exact_values;
@@ -14,6 +15,7 @@ mod http_put;
 mod influx;
 mod limits;
 mod metrics;
+mod operator_cli;
 mod promql;
 mod protocol;
 mod readme_tour;

@@ -12,6 +12,7 @@ mod error;
 mod fetch;
 mod filter;
 mod fold;
+mod forget;
 mod fsck;
 mod inspect;
 mod lookup;
@@ -38,6 +39,7 @@ pub use annotation::{Annotation, annotation_time_ms};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{BlockError, Error, ErrorKind, PointError, Rejection, Result};
 pub use filter::{Filter, FilterKind};
+pub use forget::PurgeReport;
 pub use fsck::{
     FsckCounts, FsckProblem, FsckRemedy, FsckRepaired, FsckReport, SAVED_CELLS, fsck, fsck_repair,
 };

@@ -8,6 +8,7 @@
 //! row "d" | rowkey               column "t"             value = write time, ms (8 bytes BE u64)
 //! row "s" | tsuid                column "id"            value = series id (4 bytes BE u32)
 //! row "i" | series id (4, BE)    column "tsuid"         value = tsuid bytes
+//!                                column "gone"          value = empty (a deleted series)
 //! row "l" | series id (4, BE)    column "last"          value = ts_ms (8 bytes BE i64) | raw cell value
 //! ```
 //!
@@ -19,6 +20,9 @@
 //!    every series it creates, and the `l` row of every series whose last point it moves.
 //! 3. Series ids are dense from 0: an id is taken only when the batch that records it commits.
 //! 4. The `l` value's tail uses the raw cell value encoding (`cell.rs`).
+//! 5. A deleted series (`strata delete`) keeps its `i` row, so ids stay dense, with a `gone`
+//!    cell; its `s` and `l` rows are deleted in the same batch. It is in no posting list, and a
+//!    later write of the same TSUID creates a new series with a new id.
 
 use crate::cell::{decode_value, encode_value};
 use crate::error::{Error, Result};
@@ -33,6 +37,7 @@ pub(crate) const SERIES_BY_TSUID_PREFIX: u8 = b's';
 pub(crate) const SERIES_ID_COLUMN: &[u8] = b"id";
 pub(crate) const SERIES_BY_ID_PREFIX: u8 = b'i';
 pub(crate) const SERIES_TSUID_COLUMN: &[u8] = b"tsuid";
+pub(crate) const SERIES_GONE_COLUMN: &[u8] = b"gone";
 pub(crate) const LAST_PREFIX: u8 = b'l';
 pub(crate) const LAST_COLUMN: &[u8] = b"last";
 

@@ -141,6 +141,14 @@ impl Tsdb {
     /// Compacts every dirty row whose hour has closed, walking all markers, and again while
     /// rows raced with writers and the previous walk made progress. Returns the totals.
     pub fn rowcompact_all(&self) -> Result<RowCompactStats> {
+        self.rowcompact_all_with_progress(&mut |_| {})
+    }
+
+    /// [`Tsdb::rowcompact_all`], telling `progress` the running totals after each pass.
+    pub fn rowcompact_all_with_progress(
+        &self,
+        progress: &mut dyn FnMut(&RowCompactStats),
+    ) -> Result<RowCompactStats> {
         let mut total = RowCompactStats::default();
         loop {
             let mut round = RowCompactStats::default();
@@ -149,6 +157,9 @@ impl Tsdb {
                 let (s, next) =
                     self.rowcompact_pass(cursor.as_deref(), PASS_ROWS, Duration::ZERO)?;
                 round.add(&s);
+                let mut so_far = total;
+                so_far.add(&round);
+                progress(&so_far);
                 match next {
                     Some(n) => cursor = Some(n),
                     None => break,

@@ -75,7 +75,14 @@ impl SeriesIndex {
                 .find(|c| c.column == meta::SERIES_TSUID_COLUMN)
                 .ok_or_else(|| Error::corruption("meta row", &row.key, "no tsuid column"))?;
             let tsuid = Tsuid::from_bytes(&cell.value)?;
-            idx.insert(tsuid, buckets);
+            let id = idx.insert(tsuid, buckets);
+            if row
+                .cells
+                .iter()
+                .any(|c| c.column == meta::SERIES_GONE_COLUMN)
+            {
+                idx.forget(id);
+            }
         }
         let rows = db.scan(table, &ScanOptions::prefix(&[meta::LAST_PREFIX]))?;
         for row in rows {
@@ -122,6 +129,62 @@ impl SeriesIndex {
             last_exact: true,
         });
         id
+    }
+
+    /// Takes series `id` out of every posting list and the TSUID map, keeping its entry so
+    /// ids stay dense (a deleted series; see `meta.rs` rule 5).
+    pub(crate) fn forget(&mut self, id: u32) {
+        let Some(entry) = self.series.get_mut(id as usize) else {
+            return;
+        };
+        entry.last = None;
+        let tsuid = entry.tsuid.clone();
+        let metric = tsuid.metric();
+        if let Some(bm) = self.by_metric.get_mut(&metric) {
+            bm.remove(id);
+            if bm.is_empty() {
+                self.by_metric.remove(&metric);
+            }
+        }
+        for (k, v) in tsuid.tags() {
+            let Some(p) = self.by_tag.get_mut(&k) else {
+                continue;
+            };
+            p.all.remove(id);
+            if let Some(bm) = p.by_value.get_mut(&v) {
+                bm.remove(id);
+                if bm.is_empty() {
+                    p.by_value.remove(&v);
+                }
+            }
+            if p.all.is_empty() {
+                self.by_tag.remove(&k);
+            }
+        }
+        if self.by_tsuid.get(&tsuid) == Some(&id) {
+            self.by_tsuid.remove(&tsuid);
+        }
+    }
+
+    /// Whether series `id` is live: in the index and not deleted.
+    pub(crate) fn is_live(&self, id: u32) -> bool {
+        self.series
+            .get(id as usize)
+            .is_some_and(|s| self.by_tsuid.get(&s.tsuid) == Some(&id))
+    }
+
+    /// How many live series use `uid` as a `kind`.
+    pub(crate) fn uses(&self, kind: UidKind, uid: Uid) -> u64 {
+        match kind {
+            UidKind::Metric => self.by_metric.get(&uid).map_or(0, RoaringBitmap::len),
+            UidKind::Tagk => self.by_tag.get(&uid).map_or(0, |p| p.all.len()),
+            UidKind::Tagv => self
+                .by_tag
+                .values()
+                .filter_map(|p| p.by_value.get(&uid))
+                .map(RoaringBitmap::len)
+                .sum(),
+        }
     }
 
     /// Series of `metric` that pass every filter. `literal_or` filters on one key are unioned

@@ -790,9 +790,25 @@ impl Tsdb {
         Ok(self.inner.store.db.flush()?)
     }
 
+    /// Makes a consistent copy of the database in `target` while writes go on (engine
+    /// checkpoint: every point acknowledged before the call is in it). The series index, UIDs
+    /// and dirty-row markers are engine tables, so they are in the copy too.
+    pub fn checkpoint(
+        &self,
+        target: &Path,
+        progress: strata_engine::Progress<'_>,
+    ) -> Result<strata_engine::CheckpointReport> {
+        Ok(self.inner.store.db.checkpoint(target, progress)?)
+    }
+
     /// Compacts every table of the engine fully (`strata compact`, benches).
     pub fn compact_all(&self) -> Result<()> {
         Ok(self.inner.store.db.compact_all()?)
+    }
+
+    /// [`Tsdb::compact_all`], telling `progress` `(bytes done, bytes in all)`.
+    pub fn compact_all_with_progress(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
+        Ok(self.inner.store.db.compact_all_with_progress(progress)?)
     }
 
     /// The engine's counters, for `/metrics` and `/api/stats`.

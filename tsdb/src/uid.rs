@@ -255,6 +255,21 @@ impl UidTable {
         Ok(())
     }
 
+    /// Deletes the mapping of `name` both ways, as OpenTSDB's `uid delete`; its UID is not
+    /// handed out again (the counter stays).
+    pub(crate) fn delete(&self, kind: UidKind, name: &str) -> Result<Uid> {
+        let _guard = self.assign.lock();
+        let uid = self.lookup(kind, name)?;
+        let mut batch = WriteBatch::new();
+        batch.delete(&self.table, name.as_bytes(), kind.id_column());
+        batch.delete(&self.table, &uid.to_bytes(), kind.name_column());
+        self.db.write(&batch)?;
+        let mut m = self.maps[kind.index()].write();
+        m.by_name.remove(name);
+        m.by_uid.remove(&uid);
+        Ok(uid)
+    }
+
     /// Up to `max` names of `kind` starting with `prefix`, sorted.
     pub(crate) fn suggest(&self, kind: UidKind, prefix: &str, max: usize) -> Vec<String> {
         let m = self.maps[kind.index()].read();

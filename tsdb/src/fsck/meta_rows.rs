@@ -31,6 +31,8 @@ pub(super) fn check(
     let mut by_id: BTreeMap<u32, Tsuid> = BTreeMap::new();
     let mut by_tsuid: HashMap<Tsuid, u32> = HashMap::new();
     let mut lasts: Vec<(Vec<u8>, u32)> = Vec::new();
+    // Deleted series (`meta.rs` rule 5): they hold their id, and nothing else is checked.
+    let mut gone: BTreeMap<u32, Tsuid> = BTreeMap::new();
     let rebuild = |report: &mut FsckReport, row: &[u8], col: &[u8], detail: String| {
         report.add(META_TABLE, row, Some(col), detail, FsckRemedy::RebuildIndex);
     };
@@ -56,7 +58,14 @@ pub(super) fn check(
                     );
                     continue;
                 };
+                let is_gone = row
+                    .cells
+                    .iter()
+                    .any(|c| c.column == meta::SERIES_GONE_COLUMN);
                 match Tsuid::from_bytes(&cell.value) {
+                    Ok(tsuid) if is_gone => {
+                        gone.insert(id, tsuid);
+                    }
                     Ok(tsuid) => {
                         by_id.insert(id, tsuid);
                     }
@@ -99,7 +108,7 @@ pub(super) fn check(
         }
     }
     report.counts.series = by_id.len() as u64;
-    check_ids(&by_id, &by_tsuid, uids, report);
+    check_ids(&by_id, &gone, &by_tsuid, uids, report);
     for (key, id) in lasts {
         if !by_id.contains_key(&id) {
             rebuild(
@@ -118,6 +127,7 @@ pub(super) fn check(
 /// Dense ids, one id per TSUID, `s` rows agreeing with `i` rows, UIDs with names.
 fn check_ids(
     by_id: &BTreeMap<u32, Tsuid>,
+    gone: &BTreeMap<u32, Tsuid>,
     by_tsuid: &HashMap<Tsuid, u32>,
     uids: &UidMaps,
     report: &mut FsckReport,
@@ -128,8 +138,10 @@ fn check_ids(
     for (expected, (&id, tsuid)) in by_id.iter().enumerate() {
         let col = Some(meta::SERIES_TSUID_COLUMN);
         let rebuild = FsckRemedy::RebuildIndex;
-        // A gap is reported once, at the first id after it.
-        if usize::try_from(id).ok() != Some(expected) && !by_id.contains_key(&(id - 1)) {
+        // A gap is reported once, at the first id after it; deleted series fill their ids.
+        let expected = expected + gone.range(..id).count();
+        let before = |i: u32| by_id.contains_key(&i) || gone.contains_key(&i);
+        if usize::try_from(id).ok() != Some(expected) && !before(id - 1) {
             report.add(
                 META_TABLE,
                 &id_key(id),
