@@ -21,6 +21,7 @@ mod compact;
 mod compaction;
 mod db;
 mod error;
+mod expiry;
 mod file_name;
 mod flush;
 mod fold;
@@ -49,6 +50,7 @@ mod write;
 pub use batch::WriteBatch;
 pub use db::Db;
 pub use error::{Error, ErrorKind, Result};
+pub use expiry::{RowExpirer, RowExpiry};
 pub use fold::{FlushFold, FlushFolder, FoldEntry, FoldKind, FoldOut};
 pub use fs::fault::Faults;
 #[cfg(any(test, feature = "testing"))]
