@@ -3,7 +3,7 @@
 //! Persisted in table `meta` (see `meta.rs`) and rebuilt from it on open; the in-memory state
 //! after a rebuild equals the state before the restart.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::FxHashMap;
 
@@ -45,6 +45,11 @@ pub(crate) struct SeriesIndex {
     pub(crate) by_tsuid: FxHashMap<Tsuid, u32>,
     pub(crate) by_metric: BTreeMap<Uid, RoaringBitmap>,
     pub(crate) by_tag: BTreeMap<Uid, TagPostings>,
+    /// Series whose data has all expired (`retire`): out of the postings until a new point.
+    /// Not persisted; the expiry sweep finds them again after a restart.
+    pub(crate) retired: RoaringBitmap,
+    /// Names, per [`UidKind::index`], whose every series is retired: suggest leaves them out.
+    pub(crate) retired_names: [BTreeSet<Uid>; 3],
 }
 
 /// Adds `id` to a posting list. New ids are always the largest yet, so this is an append.
@@ -122,6 +127,73 @@ impl SeriesIndex {
             last_exact: true,
         });
         id
+    }
+
+    /// Takes the series `ids` out of the postings, for their data has expired: lookups and
+    /// suggestions stop finding them (and names left with no series), but a series keeps its
+    /// id, so a new point of it [`SeriesIndex::revive`]s it.
+    pub(crate) fn retire(&mut self, ids: &RoaringBitmap) {
+        let ids = ids - &self.retired;
+        if ids.is_empty() {
+            return;
+        }
+        let mut names: [BTreeSet<Uid>; 3] = Default::default();
+        for id in &ids {
+            let Some(s) = self.series.get(id as usize) else {
+                continue;
+            };
+            let m = s.tsuid.metric();
+            if let Some(p) = self.by_metric.get_mut(&m) {
+                p.remove(id);
+            }
+            names[UidKind::Metric.index()].insert(m);
+            for (k, v) in s.tsuid.tags() {
+                if let Some(p) = self.by_tag.get_mut(&k) {
+                    p.all.remove(id);
+                    if let Some(b) = p.by_value.get_mut(&v) {
+                        b.remove(id);
+                    }
+                }
+                names[UidKind::Tagk.index()].insert(k);
+                names[UidKind::Tagv.index()].insert(v);
+            }
+        }
+        self.retired |= ids;
+        let [metrics, tagks, tagvs] = names;
+        let gone = |p: Option<&RoaringBitmap>| p.is_none_or(|p| p.is_empty());
+        let out = &mut self.retired_names;
+        out[UidKind::Metric.index()]
+            .extend(metrics.into_iter().filter(|m| gone(self.by_metric.get(m))));
+        out[UidKind::Tagk.index()].extend(
+            tagks
+                .into_iter()
+                .filter(|k| gone(self.by_tag.get(k).map(|p| &p.all))),
+        );
+        out[UidKind::Tagv.index()].extend(
+            tagvs
+                .into_iter()
+                .filter(|v| self.by_tag.values().all(|p| gone(p.by_value.get(v)))),
+        );
+    }
+
+    /// Puts a retired series back in the postings (it has a new point).
+    pub(crate) fn revive(&mut self, id: u32) {
+        if !self.retired.remove(id) {
+            return;
+        }
+        let Some(s) = self.series.get(id as usize) else {
+            return;
+        };
+        let m = s.tsuid.metric();
+        self.by_metric.entry(m).or_default().insert(id);
+        self.retired_names[UidKind::Metric.index()].remove(&m);
+        for (k, v) in s.tsuid.tags() {
+            let p = self.by_tag.entry(k).or_default();
+            p.all.insert(id);
+            p.by_value.entry(v).or_default().insert(id);
+            self.retired_names[UidKind::Tagk.index()].remove(&k);
+            self.retired_names[UidKind::Tagv.index()].remove(&v);
+        }
     }
 
     /// Series of `metric` that pass every filter. `literal_or` filters on one key are unioned

@@ -10,15 +10,19 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
-use strata_engine::{Db, DbOptions, EngineStats, FlushFolder, TableOptions, WriteBatch};
+use strata_engine::{
+    Db, DbOptions, EngineStats, FlushFolder, RowExpirer, TableOptions, WriteBatch,
+};
 
 use crate::cell::{EncodedValue, encode_column, encode_value};
 use crate::clock::{Clock, SystemClock};
-use crate::error::{Error, Result};
+use crate::error::{Error, PointError, Result};
+use crate::expire::Policy;
 use crate::fetch::Fetcher;
 use crate::fold::RowFold;
 use crate::meta;
 use crate::point::PointRef;
+use crate::retention::{Retention, format_retention};
 use crate::rowkey::{ROW_SPAN_SECS, Tsuid, base_time_of, encode_rowkey_into, salt_of};
 use crate::series_cache::{CachedSeries, SeriesCache, raw_key};
 use crate::series_index::SeriesIndex;
@@ -93,6 +97,9 @@ pub struct TsdbOptions {
     /// (`fold.rs`; default true). Off, every point reaches the engine's files as its own cell
     /// until the row compactor folds its hour.
     pub fold_on_flush: bool,
+    /// How long points are kept, by data time and per metric (`retention.rs`; default
+    /// forever).
+    pub retention: Retention,
 }
 
 impl Default for TsdbOptions {
@@ -114,6 +121,7 @@ impl Default for TsdbOptions {
             rowcompact_grace: Duration::from_secs(600),
             rowcompact_settle: Duration::ZERO,
             fold_on_flush: true,
+            retention: Retention::default(),
         }
     }
 }
@@ -145,7 +153,9 @@ pub struct Tsdb {
 #[derive(Debug)]
 struct Inner {
     store: Store,
-    uids: UidTable,
+    uids: Arc<UidTable>,
+    /// Retention resolved per metric; also the data table's expiry hook.
+    policy: Arc<Policy>,
     index: RwLock<SeriesIndex>,
     /// Raw metric and tags → resolved series, for the write path.
     series_cache: SeriesCache,
@@ -204,6 +214,10 @@ impl Tsdb {
         db_opts.clock = opts.clock.clone();
         let db = Db::open(dir, db_opts)?;
         let mut data_opts = opts.data_table.clone();
+        // Set even when nothing expires, so files record their rows' times and retention set
+        // later can drop them whole.
+        let policy = Arc::new(Policy::new(opts.retention.clone(), opts.clock.clone()));
+        data_opts.expiry = Some(RowExpirer(policy.clone()));
         if opts.fold_on_flush {
             data_opts.flush_fold = Some(FlushFolder(Arc::new(RowFold)));
         }
@@ -239,7 +253,8 @@ impl Tsdb {
                 opts.salt_buckets
             }
         };
-        let uids = UidTable::open(db.clone(), uid)?;
+        let uids = Arc::new(UidTable::open(db.clone(), uid)?);
+        policy.set_uids(&uids);
         let index = SeriesIndex::load(&db, &meta_t, buckets)?;
         tracing::info!(
             series = index.len(),
@@ -258,6 +273,7 @@ impl Tsdb {
                     writes: Mutex::new(WriteState::default()),
                 },
                 uids,
+                policy,
                 index: RwLock::new(index),
                 series_cache: SeriesCache::new(SERIES_CACHE_ENTRIES),
                 rowcompact_cursor: Mutex::new(None),
@@ -329,6 +345,9 @@ impl Tsdb {
                     check(&metric, &tags)?
                 }
             };
+            self.check_retention(&series.tsuid, ts_ms, p.timestamp, || {
+                self.names_of(&series.tsuid).map(|(m, _)| m)
+            })?;
             Ok(Prepared {
                 series,
                 ts_ms,
@@ -511,6 +530,9 @@ impl Tsdb {
                         s.last = Some(u.point);
                         s.last_exact |= u.new_row;
                     }
+                    if !index.retired.is_empty() {
+                        index.revive(id);
+                    }
                 }
                 drop(index);
                 drop(state);
@@ -566,6 +588,9 @@ impl Tsdb {
                         self.inner.series_cache.insert(&key, tsuid, salt)
                     }
                 };
+                self.check_retention(&series.tsuid, ts_ms, p.timestamp, || {
+                    Ok(p.metric.to_string())
+                })?;
                 Ok(Prepared {
                     series,
                     ts_ms,
@@ -653,8 +678,9 @@ impl Tsdb {
             .name_rules
             .check(new, || kind.as_str().to_string())?;
         self.inner.uids.rename(kind, old, new)?;
-        // A name may now resolve to another UID.
+        // A name may now resolve to another UID, and a metric to another retention rule.
         self.inner.series_cache.clear();
+        self.inner.policy.forget();
         Ok(())
     }
 
@@ -669,9 +695,23 @@ impl Tsdb {
         Ok(())
     }
 
-    /// Up to `max` names of `kind` starting with `prefix`, sorted (`/api/suggest`).
+    /// Up to `max` names of `kind` starting with `prefix`, sorted (`/api/suggest`). Names
+    /// whose every series has expired are left out (see [`Tsdb::expire`]).
     pub fn suggest(&self, kind: UidKind, prefix: &str, max: usize) -> Vec<String> {
-        self.inner.uids.suggest(kind, prefix, max)
+        let index = self.inner.index.read();
+        let retired = &index.retired_names[kind.index()];
+        if retired.is_empty() {
+            return self.inner.uids.suggest(kind, prefix, max);
+        }
+        let mut names = self.inner.uids.suggest(kind, prefix, usize::MAX);
+        names.retain(|n| {
+            self.inner
+                .uids
+                .get(kind, n)
+                .is_none_or(|u| !retired.contains(&u))
+        });
+        names.truncate(max);
+        names
     }
 
     /// The salt bucket count fixed at creation.
@@ -730,6 +770,41 @@ impl Tsdb {
     /// The engine's counters, for `/metrics` and `/api/stats`.
     pub fn engine_stats(&self) -> EngineStats {
         self.inner.store.db.stats()
+    }
+
+    /// Refuses a point of `tsuid` at `ts_ms` (sent as `timestamp`) older than its metric's
+    /// retention; `metric` names the metric for the error.
+    fn check_retention(
+        &self,
+        tsuid: &Tsuid,
+        ts_ms: i64,
+        timestamp: i64,
+        metric: impl FnOnce() -> Result<String>,
+    ) -> Result<()> {
+        let policy = &self.inner.policy;
+        match policy.floor_ms(tsuid.metric()) {
+            Some(floor) if ts_ms < floor => Err(PointError::Expired {
+                metric: metric()?,
+                timestamp,
+                retention: format_retention(
+                    policy
+                        .keep_ms(tsuid.metric())
+                        .map(std::time::Duration::from_millis),
+                ),
+            }
+            .into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The retention policy, for the read path and the expiry sweep.
+    pub(crate) fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    /// The retention the database was opened with.
+    pub fn retention(&self) -> &Retention {
+        self.inner.policy.retention()
     }
 
     /// The engine tables and the writers' lock, for the modules that add reads, deletes, row

@@ -1,0 +1,244 @@
+//! Retention at work: the per-metric expiry of data rows by their data time.
+//!
+//! The [`Policy`] answers, per metric UID (cached: a rule lookup needs the metric's name),
+//! how long points are kept. Writes refuse points already past it, reads start no earlier
+//! than it, and it is the engine's [`RowExpiry`] hook for the data table, so compaction drops
+//! rows whose whole hour has expired and files holding only such rows (see
+//! `strata_engine::RowExpiry`). A row expires as a whole, once its newest possible point
+//! (the end of its hour) is past the retention; until then a query still hides its older
+//! points.
+
+use std::sync::{Arc, OnceLock, Weak};
+
+use parking_lot::RwLock;
+use roaring::RoaringBitmap;
+use rustc_hash::FxHashMap;
+use strata_engine::RowExpiry;
+
+use crate::clock::Clock;
+use crate::error::Result;
+use crate::retention::Retention;
+use crate::rowkey::{ROW_SPAN_SECS, SALT_LEN, TIME_LEN, base_time_of};
+use crate::series_index::SeriesIndex;
+use crate::tsdb::Tsdb;
+use crate::uid::{UID_LEN, Uid, UidKind, UidTable};
+
+impl Tsdb {
+    /// Applies the retention now, as the server does every hour (nothing new is written
+    /// meanwhile, so no compaction would): the engine drops the files whose data has all
+    /// expired and rewrites those holding expired rows, and series whose newest point has
+    /// expired leave lookups and suggestions (their UIDs stay, as OpenTSDB never deletes
+    /// one). Returns how many series left.
+    pub fn expire(&self) -> Result<u64> {
+        let policy = self.policy();
+        if policy.is_forever() {
+            return Ok(0);
+        }
+        self.store().db.expire()?;
+        let dead = dead_series(&self.index().read(), policy, None);
+        if dead.is_empty() {
+            return Ok(0);
+        }
+        // Under the writers' lock, a write cannot move a newest point meanwhile.
+        let _state = self.store().writes.lock();
+        let mut index = self.index().write();
+        let dead = dead_series(&index, policy, Some(&dead));
+        index.retire(&dead);
+        tracing::info!(series = dead.len(), "series expired");
+        Ok(dead.len())
+    }
+}
+
+/// The series (of `among`, or all) not yet retired whose newest point has expired.
+fn dead_series(
+    index: &SeriesIndex,
+    policy: &Policy,
+    among: Option<&RoaringBitmap>,
+) -> RoaringBitmap {
+    let is_dead = |id: u32| {
+        let Some(s) = index.series.get(id as usize) else {
+            return false;
+        };
+        let (Some((ts, _)), Some(floor)) = (s.last, policy.floor_ms(s.tsuid.metric())) else {
+            return false;
+        };
+        // When `last` is not exact, the newest point is in its row: the row's end bounds it.
+        let row_end = i64::try_from(row_end_ms(base_time_of(ts))).unwrap_or(i64::MAX);
+        !index.retired.contains(id) && row_end < floor
+    };
+    match among {
+        Some(ids) => ids.iter().filter(|&id| is_dead(id)).collect(),
+        None => (0..index.series.len() as u32)
+            .filter(|&id| is_dead(id))
+            .collect(),
+    }
+}
+
+/// Retention rules resolved per metric UID.
+#[derive(Debug)]
+pub(crate) struct Policy {
+    retention: Retention,
+    clock: Arc<dyn Clock>,
+    /// Set once the UID table is open (the engine opens the data table, with this hook,
+    /// before it). Weak: the table holds the engine, which holds this hook.
+    uids: OnceLock<Weak<UidTable>>,
+    /// Milliseconds each metric's points are kept (`None`: forever).
+    keep: RwLock<FxHashMap<Uid, Option<u64>>>,
+    longest_ms: Option<u64>,
+    shortest_ms: Option<u64>,
+}
+
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Policy {
+    pub(crate) fn new(retention: Retention, clock: Arc<dyn Clock>) -> Policy {
+        Policy {
+            longest_ms: retention.longest().map(millis),
+            shortest_ms: retention.shortest().map(millis),
+            retention,
+            clock,
+            uids: OnceLock::new(),
+            keep: RwLock::new(FxHashMap::default()),
+        }
+    }
+
+    /// Gives the policy the names of metric UIDs.
+    pub(crate) fn set_uids(&self, uids: &Arc<UidTable>) {
+        // Set once, at open; a second call would hand the same table.
+        let _ = self.uids.set(Arc::downgrade(uids));
+    }
+
+    /// The settings.
+    pub(crate) fn retention(&self) -> &Retention {
+        &self.retention
+    }
+
+    /// Whether nothing ever expires.
+    pub(crate) fn is_forever(&self) -> bool {
+        self.shortest_ms.is_none()
+    }
+
+    /// Forgets the per-metric answers, after a metric's name changed.
+    pub(crate) fn forget(&self) {
+        self.keep.write().clear();
+    }
+
+    /// How long `metric`'s points are kept, in ms (`None`: forever, also for a UID with no
+    /// name yet).
+    pub(crate) fn keep_ms(&self, metric: Uid) -> Option<u64> {
+        if self.is_forever() {
+            return None;
+        }
+        if self.retention.rules.is_empty() {
+            return self.retention.global.map(millis);
+        }
+        if let Some(&k) = self.keep.read().get(&metric) {
+            return k;
+        }
+        let name = self
+            .uids
+            .get()?
+            .upgrade()?
+            .name(UidKind::Metric, metric)
+            .ok()?;
+        let keep = self.retention.for_metric(&name).map(millis);
+        self.keep.write().insert(metric, keep);
+        keep
+    }
+
+    /// The oldest data time (ms) of `metric` kept now, if its points expire.
+    pub(crate) fn floor_ms(&self, metric: Uid) -> Option<i64> {
+        let keep = self.keep_ms(metric)?;
+        let floor = self.clock.now_ms().saturating_sub(keep);
+        Some(i64::try_from(floor).unwrap_or(i64::MAX))
+    }
+
+    /// The oldest data time (ms) any metric keeps now, if every metric's points expire.
+    pub(crate) fn oldest_kept_ms(&self) -> Option<i64> {
+        let floor = self.all_expired_before(self.clock.now_ms())?;
+        Some(i64::try_from(floor).unwrap_or(i64::MAX))
+    }
+}
+
+/// The metric UID and hour of a data rowkey, if it is one.
+fn row_head(row: &[u8]) -> Option<(Uid, u32)> {
+    let metric = Uid::from_bytes(row.get(SALT_LEN..SALT_LEN + UID_LEN)?)?;
+    let at = SALT_LEN + UID_LEN;
+    let base: [u8; TIME_LEN] = row.get(at..at + TIME_LEN)?.try_into().ok()?;
+    Some((metric, u32::from_be_bytes(base)))
+}
+
+/// The newest data time (ms) a row of hour `base` can hold.
+fn row_end_ms(base: u32) -> u64 {
+    (u64::from(base) + u64::from(ROW_SPAN_SECS)) * 1000 - 1
+}
+
+impl RowExpiry for Policy {
+    fn row_time_ms(&self, row: &[u8]) -> Option<u64> {
+        row_head(row).map(|(_, base)| row_end_ms(base))
+    }
+
+    fn row_expires_ms(&self, row: &[u8]) -> Option<u64> {
+        let (metric, base) = row_head(row)?;
+        let keep = self.keep_ms(metric)?;
+        Some(row_end_ms(base).saturating_add(keep).saturating_add(1))
+    }
+
+    fn all_expired_before(&self, now_ms: u64) -> Option<u64> {
+        self.longest_ms.map(|k| now_ms.saturating_sub(k))
+    }
+
+    fn some_expired_before(&self, now_ms: u64) -> Option<u64> {
+        self.shortest_ms.map(|k| now_ms.saturating_sub(k))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::retention::RetentionRule;
+
+    #[test]
+    fn a_row_expires_when_its_whole_hour_is_past_the_retention() {
+        let clock = Arc::new(ManualClock::new(0));
+        let p = Policy::new(
+            Retention {
+                global: Some(Duration::from_secs(3600)),
+                rules: Vec::new(),
+            },
+            clock,
+        );
+        let mut row = vec![0u8, 0, 0, 1];
+        row.extend_from_slice(&7200u32.to_be_bytes());
+        row.extend_from_slice(&[0, 0, 1, 0, 0, 1]);
+        assert_eq!(p.row_time_ms(&row), Some(10_800_000 - 1));
+        assert_eq!(p.row_expires_ms(&row), Some(10_800_000 + 3_600_000));
+        assert_eq!(p.all_expired_before(5_000_000), Some(1_400_000));
+        assert_eq!(p.row_time_ms(b"short"), None);
+        let uid = Uid::from_u32(1).map(|u| p.keep_ms(u));
+        assert_eq!(uid, Some(Some(3_600_000)));
+    }
+
+    #[test]
+    fn rules_need_the_metric_name_and_keep_forever_without_it() {
+        let p = Policy::new(
+            Retention {
+                global: Some(Duration::from_secs(60)),
+                rules: vec![RetentionRule {
+                    metric: "a.*".into(),
+                    keep: None,
+                }],
+            },
+            Arc::new(ManualClock::new(0)),
+        );
+        // No UID table yet: no name, kept.
+        assert_eq!(Uid::from_u32(1).and_then(|u| p.keep_ms(u)), None);
+        assert_eq!(p.all_expired_before(100_000), None);
+        assert_eq!(p.some_expired_before(100_000), Some(40_000));
+    }
+}
