@@ -55,8 +55,10 @@ pub mod reason {
     pub(crate) const STORAGE: &str = "storage";
     /// Anything else.
     pub(crate) const OTHER: &str = "other";
+    /// The point was older than its metric's retention.
+    pub(crate) const EXPIRED: &str = "expired";
     /// Every reason, for exporting zeros and for `/api/stats`.
-    pub(crate) const ALL: [&str; 8] = [
+    pub(crate) const ALL: [&str; 9] = [
         BAD_SYNTAX,
         BAD_NAME,
         BAD_TIMESTAMP,
@@ -65,6 +67,7 @@ pub mod reason {
         UNKNOWN_NAME,
         STORAGE,
         OTHER,
+        EXPIRED,
     ];
 }
 
@@ -594,6 +597,7 @@ impl Metrics {
             (reason::UNKNOWN_NAME, s.rejected_unknown_name),
             (reason::STORAGE, s.rejected_storage),
             (reason::OTHER, s.rejected_other),
+            (reason::EXPIRED, s.rejected_expired),
         ] {
             t.points_rejected
                 .with_label_values(&[r])
@@ -634,6 +638,7 @@ pub fn rejection_reason(r: Rejection) -> &'static str {
         Rejection::Value => reason::BAD_VALUE,
         Rejection::UnknownName => reason::UNKNOWN_NAME,
         Rejection::Storage => reason::STORAGE,
+        Rejection::Expired => reason::EXPIRED,
         _ => reason::OTHER,
     }
 }

@@ -19,6 +19,7 @@ pub(crate) fn open_tsdb(config: &Config) -> anyhow::Result<strata_tsdb::Tsdb> {
     opts.db.memtable_bytes = usize::try_from(config.memtable_mb << 20)?;
     opts.db.block_cache_bytes = usize::try_from(config.cache_mb << 20)?;
     opts.rowcompact_settle = ROWCOMPACT_SETTLE;
+    opts.retention = config.retention.clone();
     let tsdb = strata_tsdb::Tsdb::open(&config.data_dir, opts)
         .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
     tracing::info!(

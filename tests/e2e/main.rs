@@ -17,5 +17,6 @@ mod promql;
 mod protocol;
 mod readme_tour;
 mod remote_write;
+mod retention;
 mod telnet_put;
 mod ui;

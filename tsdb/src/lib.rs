@@ -39,6 +39,7 @@ mod value;
 pub use annotation::{Annotation, annotation_time_ms};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{BlockError, Error, ErrorKind, PointError, Rejection, Result};
+pub use expire::Expirer;
 pub use filter::{Filter, FilterKind};
 pub use fsck::{
     FsckCounts, FsckProblem, FsckRemedy, FsckRepaired, FsckReport, SAVED_CELLS, fsck, fsck_repair,

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value as Json, json};
+use strata_tsdb::format_retention;
 
 use crate::config::Cors;
 use crate::resp::{Resp, json_ok};
@@ -78,6 +79,17 @@ pub(crate) fn settings(shared: &Shared) -> BTreeMap<String, String> {
     set(
         "strata.rowcompact_grace_secs",
         t.rowcompact_grace.as_secs().to_string(),
+    );
+    let retention = shared.tsdb.retention();
+    set("tsd.storage.retention", format_retention(retention.global));
+    set(
+        "tsd.storage.retention.rules",
+        retention
+            .rules
+            .iter()
+            .map(|r| format!("{}={}", r.metric, format_retention(r.keep)))
+            .collect::<Vec<_>>()
+            .join(","),
     );
     for (k, v) in m.iter_mut() {
         if k.to_ascii_uppercase().contains("PASS") {
