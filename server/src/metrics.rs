@@ -192,6 +192,9 @@ struct EngineGauges {
     wal_batches_refused: IntGauge,
     flush_errors: IntGauge,
     compaction_errors: IntGauge,
+    expired_files_dropped: IntGauge,
+    expired_dropped_bytes: IntGauge,
+    expired_rows_dropped: IntGauge,
 }
 
 /// Gauges that mirror `TsdbStats` at scrape time.
@@ -396,6 +399,18 @@ impl Metrics {
                 "strata_engine_compaction_errors",
                 "Compactions that failed and were retried.",
             )?,
+            expired_files_dropped: b.gauge(
+                "strata_engine_expired_files_dropped",
+                "SST files deleted unread because all their rows were past the retention.",
+            )?,
+            expired_dropped_bytes: b.gauge(
+                "strata_engine_expired_dropped_bytes",
+                "Bytes of the SST files deleted unread for retention.",
+            )?,
+            expired_rows_dropped: b.gauge(
+                "strata_engine_expired_rows_dropped",
+                "Rows past the retention that compactions left out.",
+            )?,
         };
         let tsdb = TsdbGauges {
             points_written: b.gauge(
@@ -584,6 +599,12 @@ impl Metrics {
             .set(gauge_value(e.wal_batches_refused));
         g.flush_errors.set(gauge_value(e.flush_errors));
         g.compaction_errors.set(gauge_value(e.compaction_errors));
+        g.expired_files_dropped
+            .set(gauge_value(e.expired_files_dropped));
+        g.expired_dropped_bytes
+            .set(gauge_value(e.expired_bytes_dropped));
+        g.expired_rows_dropped
+            .set(gauge_value(e.expired_rows_dropped));
 
         let s = tsdb.stats();
         let t = &self.tsdb;

@@ -64,6 +64,10 @@ fn old_points_are_refused_counted_and_shown_in_the_config() -> anyhow::Result<()
             format!("strata_points_rejected_total{{protocol=\"{protocol}\",reason=\"expired\"}}");
         assert_eq!(sample(&scrape, &name), Some(n), "{name}");
     }
+    assert_eq!(
+        sample(&scrape, "strata_engine_expired_files_dropped"),
+        Some(0.0)
+    );
 
     // Queries return the kept points only.
     let (status, reply) = server.http("GET", "/api/query?start=400d-ago&m=sum:sys.mem", b"")?;

@@ -9,16 +9,16 @@
 //! points.
 
 use std::sync::{Arc, OnceLock, Weak};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::RwLock;
 use roaring::RoaringBitmap;
 use rustc_hash::FxHashMap;
 use strata_engine::RowExpiry;
 
+use crate::background::Background;
 use crate::clock::Clock;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::retention::Retention;
 use crate::rowkey::{ROW_SPAN_SECS, SALT_LEN, TIME_LEN, base_time_of};
 use crate::series_index::SeriesIndex;
@@ -49,38 +49,23 @@ impl Tsdb {
         tracing::info!(series = dead.len(), "series expired");
         Ok(dead.len())
     }
-}
 
-impl Tsdb {
     /// Starts a thread that runs [`Tsdb::expire`] now and then every `interval` (the clock's
     /// time decides what has expired), until the returned handle is dropped. A failed pass is
     /// logged and tried again at the next interval.
     pub fn spawn_expirer(&self, interval: Duration) -> Result<Expirer> {
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let db = self.clone();
-        let s = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("expire".into())
-            .spawn(move || {
-                strata_engine::priority::lower_current_thread();
-                loop {
-                    if let Err(e) = db.expire() {
-                        tracing::warn!(error = %e, "expiry pass failed");
-                    }
-                    let mut stopped = s.0.lock();
-                    if !*stopped {
-                        s.1.wait_for(&mut stopped, interval);
-                    }
-                    if *stopped {
-                        return;
-                    }
+        let thread = Background::spawn("expire", move |stop| {
+            loop {
+                if let Err(e) = db.expire() {
+                    tracing::warn!(error = %e, "expiry pass failed");
                 }
-            })
-            .map_err(|e| Error::InvalidArgument(format!("cannot start expire thread: {e}")))?;
-        Ok(Expirer {
-            stop,
-            thread: Some(thread),
-        })
+                if stop.wait(interval) {
+                    return;
+                }
+            }
+        })?;
+        Ok(Expirer { _thread: thread })
     }
 }
 
@@ -88,20 +73,7 @@ impl Tsdb {
 /// current pass) and waits for it.
 #[derive(Debug)]
 pub struct Expirer {
-    stop: Arc<(Mutex<bool>, Condvar)>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Drop for Expirer {
-    fn drop(&mut self) {
-        *self.stop.0.lock() = true;
-        self.stop.1.notify_all();
-        if let Some(t) = self.thread.take()
-            && t.join().is_err()
-        {
-            tracing::warn!("expire thread panicked");
-        }
-    }
+    _thread: Background,
 }
 
 /// The series (of `among`, or all) not yet retired whose newest point has expired.

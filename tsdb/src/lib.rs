@@ -4,6 +4,7 @@
 //! series index, the write and read paths, and the row compactor (`rowcompact`).
 
 mod annotation;
+mod background;
 mod block;
 mod cell;
 mod clock;
