@@ -178,14 +178,55 @@ impl Policy {
     /// The oldest data time (ms) of `metric` kept now, if its points expire.
     pub(crate) fn floor_ms(&self, metric: Uid) -> Option<i64> {
         let keep = self.keep_ms(metric)?;
-        let floor = self.clock.now_ms().saturating_sub(keep);
-        Some(i64::try_from(floor).unwrap_or(i64::MAX))
+        Some(floor_at(self.clock.now_ms(), keep))
     }
 
     /// The oldest data time (ms) any metric keeps now, if every metric's points expire.
     pub(crate) fn oldest_kept_ms(&self) -> Option<i64> {
         let floor = self.all_expired_before(self.clock.now_ms())?;
         Some(i64::try_from(floor).unwrap_or(i64::MAX))
+    }
+}
+
+fn floor_at(now_ms: u64, keep_ms: u64) -> i64 {
+    i64::try_from(now_ms.saturating_sub(keep_ms)).unwrap_or(i64::MAX)
+}
+
+/// The retention floors of one batch of writes: the clock is read once per batch, and a run
+/// of points of one metric looks its retention up once.
+#[derive(Debug)]
+pub(crate) struct BatchFloors<'a> {
+    policy: &'a Policy,
+    now_ms: Option<u64>,
+    last: Option<(Uid, Option<i64>)>,
+}
+
+impl<'a> BatchFloors<'a> {
+    pub(crate) fn new(policy: &'a Policy) -> BatchFloors<'a> {
+        BatchFloors {
+            policy,
+            now_ms: None,
+            last: None,
+        }
+    }
+
+    /// As [`Policy::floor_ms`], at the batch's time.
+    pub(crate) fn floor_ms(&mut self, metric: Uid) -> Option<i64> {
+        if self.policy.is_forever() {
+            return None;
+        }
+        if let Some((m, floor)) = self.last
+            && m == metric
+        {
+            return floor;
+        }
+        let policy = self.policy;
+        let floor = policy.keep_ms(metric).map(|keep| {
+            let now = *self.now_ms.get_or_insert_with(|| policy.clock.now_ms());
+            floor_at(now, keep)
+        });
+        self.last = Some((metric, floor));
+        floor
     }
 }
 

@@ -17,7 +17,7 @@ use strata_engine::{
 use crate::cell::{EncodedValue, encode_column, encode_value};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, PointError, Result};
-use crate::expire::Policy;
+use crate::expire::{BatchFloors, Policy};
 use crate::fetch::Fetcher;
 use crate::fold::RowFold;
 use crate::meta;
@@ -330,7 +330,8 @@ impl Tsdb {
     /// become visible shortly after it returns, in order with every other write, and
     /// [`Tsdb::settle`] waits for them. The caller meanwhile goes on with its next batch.
     pub fn write_series(&self, points: &[SeriesPoint<'_>]) -> Vec<Result<()>> {
-        let prepared = points.iter().map(|p| {
+        let mut floors = BatchFloors::new(&self.inner.policy);
+        let prepared = points.iter().map(move |p| {
             let series = &*p.series.series;
             let check = |metric: &str, tags: &[(String, String)]| {
                 let enc = prepare_value(p.value, p.timestamp, metric)?;
@@ -345,7 +346,7 @@ impl Tsdb {
                     check(&metric, &tags)?
                 }
             };
-            self.check_retention(&series.tsuid, ts_ms, p.timestamp, || {
+            self.check_retention(&mut floors, &series.tsuid, ts_ms, p.timestamp, || {
                 self.names_of(&series.tsuid).map(|(m, _)| m)
             })?;
             Ok(Prepared {
@@ -570,6 +571,7 @@ impl Tsdb {
         let mut key = Vec::with_capacity(128);
         // One read lock for the whole batch; released only to add a series.
         let mut cache = Some(self.inner.series_cache.reader());
+        let mut floors = BatchFloors::new(&self.inner.policy);
         points
             .iter()
             .map(|p| {
@@ -588,7 +590,7 @@ impl Tsdb {
                         self.inner.series_cache.insert(&key, tsuid, salt)
                     }
                 };
-                self.check_retention(&series.tsuid, ts_ms, p.timestamp, || {
+                self.check_retention(&mut floors, &series.tsuid, ts_ms, p.timestamp, || {
                     Ok(p.metric.to_string())
                 })?;
                 Ok(Prepared {
@@ -776,13 +778,14 @@ impl Tsdb {
     /// retention; `metric` names the metric for the error.
     fn check_retention(
         &self,
+        floors: &mut BatchFloors<'_>,
         tsuid: &Tsuid,
         ts_ms: i64,
         timestamp: i64,
         metric: impl FnOnce() -> Result<String>,
     ) -> Result<()> {
         let policy = &self.inner.policy;
-        match policy.floor_ms(tsuid.metric()) {
+        match floors.floor_ms(tsuid.metric()) {
             Some(floor) if ts_ms < floor => Err(PointError::Expired {
                 metric: metric()?,
                 timestamp,
