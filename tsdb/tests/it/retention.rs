@@ -190,3 +190,24 @@ fn expired_data_leaves_the_disk_and_the_index() -> TestResult {
     assert!(db.suggest(UidKind::Metric, "", 10).is_empty());
     Ok(())
 }
+
+#[test]
+fn a_renamed_metric_takes_the_rule_of_its_new_name() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let clock = Arc::new(ManualClock::new(HOUR0 as u64));
+    let retention = Retention {
+        global: None,
+        rules: vec![RetentionRule {
+            metric: "tmp.*".into(),
+            keep: hours(1),
+        }],
+    };
+    let db = open(dir.path(), &clock, retention)?;
+    put(&db, "tmp.a", "h", HOUR0 - HOUR / 2)?;
+    assert!(put(&db, "tmp.a", "h", HOUR0 - 2 * HOUR).is_err());
+    db.rename_uid(UidKind::Metric, "tmp.a", "kept.a")?;
+    put(&db, "kept.a", "h", HOUR0 - 2 * HOUR)?;
+    clock.advance_ms(HOUR as u64);
+    assert_eq!(points(&db, "kept.a")?.len(), 2);
+    Ok(())
+}
