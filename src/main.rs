@@ -54,7 +54,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Runs the server: OpenTSDB telnet and HTTP on one port.
-    Serve(strata_server::ServeArgs),
+    // Boxed: the server's flags outweigh every other command's.
+    Serve(Box<strata_server::ServeArgs>),
     /// Imports files in OpenTSDB's text import format (`metric timestamp value tag=v …` per
     /// line, plain or gzip) straight into the data directory; the server must not be running
     /// on it.

@@ -8,6 +8,10 @@ point on disk after a flush and compaction, and the median latency of five queri
 below). Every answer's shape (series, points) is checked. It prints a table with the ratio
 Strata / VictoriaMetrics per figure and writes the figures as JSON.
 
+The system `strata-auth` is Strata with authentication on: it writes an auth file, starts
+Strata with `--auth-file`, sends `auth <token>` first on each telnet connection and a Bearer
+header with each HTTP request.
+
 Run it through run.sh, which builds the generator and installs VictoriaMetrics when missing.
 Standard library only.
 """
@@ -86,11 +90,13 @@ def queries(hours, hosts, interval):
     }
 
 
-def request(addr, method, path, body=None, timeout=600):
+def request(addr, method, path, body=None, timeout=600, auth=None):
     host, port = addr.split(":")
     c = http.client.HTTPConnection(host, int(port), timeout=timeout)
     try:
         headers = {"Content-Type": "application/json"} if body is not None else {}
+        if auth:
+            headers["Authorization"] = auth
         c.request(method, path, body=body, headers=headers)
         r = c.getresponse()
         return r.status, r.read()
@@ -155,6 +161,9 @@ class Server:
         self.addr = f"127.0.0.1:{port}"
         self.log = open(os.path.join(work, f"{name}.log"), "w")
         self.proc = None
+        # The Authorization header of every HTTP request, and the telnet line sent first.
+        self.auth = None
+        self.telnet_hello = b""
 
     @property
     def pid(self):
@@ -169,6 +178,8 @@ class Server:
                 self.conn = http.client.HTTPConnection(host, int(port), timeout=600)
             try:
                 headers = {"Content-Type": "application/json"} if body is not None else {}
+                if self.auth:
+                    headers["Authorization"] = self.auth
                 self.conn.request(method, path, body=body, headers=headers)
                 r = self.conn.getresponse()
                 return r.status, r.read()
@@ -183,7 +194,7 @@ class Server:
         deadline = time.time() + 60
         while time.time() < deadline:
             try:
-                if request(self.addr, "GET", ready_path, timeout=2)[0] == 200:
+                if request(self.addr, "GET", ready_path, timeout=2, auth=self.auth)[0] == 200:
                     return
             except OSError:
                 pass
@@ -202,24 +213,34 @@ class Server:
 
 class Strata(Server):
     name = "strata"
+    TOKEN = "peers-bench-token-0123456789"
 
-    def __init__(self, args):
-        super().__init__(args.work, "strata", 24242)
+    def __init__(self, args, auth=False):
+        super().__init__(args.work, self.name, 24242)
         self.telnet = self.addr
-        self.spawn([args.strata, "serve", "--bind", "127.0.0.1", "--port", "24242",
-                    "--data-dir", self.dir], "/api/version")
+        cmd = [args.strata, "serve", "--bind", "127.0.0.1", "--port", "24242",
+               "--data-dir", self.dir]
+        if auth:
+            path = os.path.join(args.work, "strata-auth.toml")
+            with open(path, "w") as f:
+                f.write(f'[[tokens]]\nname = "bench"\ntoken = "{self.TOKEN}"\n'
+                        'roles = ["read", "write", "admin"]\n')
+            cmd += ["--auth-file", path]
+            self.auth = f"Bearer {self.TOKEN}"
+            self.telnet_hello = f"auth {self.TOKEN}\n".encode()
+        self.spawn(cmd, "/api/version")
 
     def count(self, hours):
         body = {"start": START, "end": START + hours * 3600 - 1,
                 "queries": [{"metric": m, "aggregator": "sum", "downsample": "0all-count"}
                             for m in METRICS]}
-        st, data = request(self.addr, "POST", "/api/query", json.dumps(body))
+        st, data = request(self.addr, "POST", "/api/query", json.dumps(body), auth=self.auth)
         if st != 200:
             return 0
         return int(sum(v for s in json.loads(data) for v in s["dps"].values()))
 
     def settle(self):
-        st, data = request(self.addr, "POST", "/api/admin/compact", "{}")
+        st, data = request(self.addr, "POST", "/api/admin/compact", "{}", auth=self.auth)
         if st != 200:
             raise RuntimeError(f"compact answered {st}: {data[:200]}")
 
@@ -229,6 +250,13 @@ class Strata(Server):
             raise RuntimeError(f"HTTP {st}: {data[:300]}")
         out = json.loads(data)
         return len(out), sum(len(s["dps"]) for s in out)
+
+
+class StrataAuth(Strata):
+    name = "strata-auth"
+
+    def __init__(self, args):
+        super().__init__(args, auth=True)
 
 
 class VictoriaMetrics(Server):
@@ -264,9 +292,10 @@ class VictoriaMetrics(Server):
         return len(res), sum(len(s["values"]) if "values" in s else 1 for s in res)
 
 
-def send(addr, path):
+def send(addr, path, hello=b""):
     host, port = addr.split(":")
     with socket.create_connection((host, int(port))) as s, open(path, "rb") as f:
+        s.sendall(hello)
         while chunk := f.read(1 << 20):
             s.sendall(chunk)
         s.shutdown(socket.SHUT_WR)
@@ -284,7 +313,7 @@ def measure(cls, args, files, expected):
     srv = cls(args)
     try:
         cpu0, t0 = proc_cpu(srv.pid), time.time()
-        threads = [threading.Thread(target=send, args=(srv.telnet, f)) for f in files]
+        threads = [threading.Thread(target=send, args=(srv.telnet, f, srv.telnet_hello)) for f in files]
         for t in threads:
             t.start()
         for t in threads:
@@ -343,22 +372,27 @@ def main():
     p.add_argument("--out", required=True)
     args = p.parse_args()
     files = [f"{args.data}.{i}" for i in range(args.split)]
-    systems = {"strata": Strata, "vm": VictoriaMetrics}
+    systems = {"strata": Strata, "strata-auth": StrataAuth, "vm": VictoriaMetrics}
     results = {s: measure(systems[s], args, files, args.expected) for s in args.systems.split()}
     with open(args.out, "w") as f:
         json.dump({"hosts": args.hosts, "hours": args.hours, "interval": args.interval,
                    "split": args.split, "points": args.expected, "results": results}, f, indent=1)
     names = list(results)
+    # A ratio column to VictoriaMetrics for each other system, when it ran.
+    peers = [n for n in names if n != "vm"] if "vm" in names else []
     print(f"{args.hosts * 20} series, {args.expected} points, {args.split} connections")
-    print("| figure | " + " | ".join(names) + (" | strata / vm |" if len(names) == 2 else " |"))
-    print("|---" * (len(names) + 1 + (len(names) == 2)) + "|")
+    print("| figure | " + " | ".join(names) + " |" + "".join(f" {n} / vm |" for n in peers))
+    print("|---" * (len(names) + 1 + len(peers)) + "|")
     for key in results[names[0]]:
         vals = [results[n][key] for n in names]
         cells = [f"{v:.3g}" if isinstance(v, float) else str(v) for v in vals]
-        ratio = ""
-        if len(names) == 2 and all(isinstance(v, float) for v in vals) and vals[1]:
-            ratio = f" {vals[0] / vals[1]:.2f}× |"
-        print(f"| {key} | " + " | ".join(cells) + " |" + ratio)
+        ratios = ""
+        vm = results["vm"][key] if peers else None
+        for n in peers:
+            v = results[n][key]
+            ok = isinstance(v, float) and isinstance(vm, float) and vm
+            ratios += f" {v / vm:.2f}× |" if ok else " |"
+        print(f"| {key} | " + " | ".join(cells) + " |" + ratios)
 
 
 if __name__ == "__main__":

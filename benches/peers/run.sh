@@ -5,10 +5,13 @@
 #   benches/peers/run.sh                                # 4,000 series, 24 h at 10 s
 #   HOSTS=5000 HOURS=1 benches/peers/run.sh             # 100,000 series
 #   HOSTS=50000 HOURS=1 INTERVAL=100 benches/peers/run.sh   # 1,000,000 series
+#   STRATA_AUTH=1 benches/peers/run.sh                  # Strata with --auth-file
+#   SYSTEMS="strata strata-auth vm" benches/peers/run.sh    # both, in one run
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 HOSTS="${HOSTS:-200}"; HOURS="${HOURS:-24}"; INTERVAL="${INTERVAL:-10}"; SEED="${SEED:-42}"
 SPLIT="${SPLIT:-4}"; REPS="${REPS:-15}"; SYSTEMS="${SYSTEMS:-strata vm}"
+if [ "${STRATA_AUTH:-0}" = 1 ]; then SYSTEMS="$(echo " $SYSTEMS " | sed 's/ strata / strata-auth /')"; fi
 WORK="${WORK:-${TMPDIR:-/tmp}/strata-peers}"
 mkdir -p "$WORK"
 

@@ -104,11 +104,21 @@ pub enum PutPointError {
     #[error(transparent)]
     Point(#[from] PointError),
     /// Storage refused the point.
-    #[error(transparent)]
+    #[error("{}", storage_detail(.0))]
     Storage(Arc<strata_tsdb::Error>),
     /// The write failed without an answer from storage (it panicked); holds what is known.
     #[error("writing a put batch failed: {0}")]
     Internal(String),
+}
+
+/// The `?details` text of a point storage refused. A name without a UID while auto-create is
+/// off is OpenTSDB's `Unknown metric`, whichever kind of name it is (`PutDataPointRpc` catches
+/// `NoSuchUniqueName` for all three).
+fn storage_detail(e: &strata_tsdb::Error) -> String {
+    match e {
+        strata_tsdb::Error::NoSuchName { .. } => "Unknown metric".into(),
+        e => e.to_string(),
+    }
 }
 
 impl PutPointError {

@@ -67,11 +67,12 @@ pub fn unknown_command_reply(token: &[u8]) -> String {
     )
 }
 
-/// `available commands: <name> <name> ... \n`, with a space after every name.
-pub fn help_reply(include_diediedie: bool) -> String {
+/// `available commands: <name> <name> ... \n`, with a space after every name; `put` only when
+/// the server takes writes.
+pub fn help_reply(include_diediedie: bool, include_put: bool) -> String {
     let mut out = String::from("available commands:");
     for name in COMMAND_NAMES {
-        if name != "diediedie" || include_diediedie {
+        if (name != "diediedie" || include_diediedie) && (name != "put" || include_put) {
             out.push(' ');
             out.push_str(name);
         }

@@ -177,10 +177,19 @@ pub(crate) async fn query(req: hyper::Request<hyper::body::Incoming>, shared: &S
         .get(hyper::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let granted = req.extensions().get::<crate::auth::Identity>().cloned();
     let body = match crate::body::read_body(req, shared).await {
         Ok(b) => b,
         Err(resp) => return resp,
     };
+    if let Some(refused) = crate::http::access::needs_admin_to_delete(
+        granted.as_ref(),
+        query_method(&method),
+        &query,
+        &body,
+    ) {
+        return refused;
+    }
     let now_ms = now_ms();
     let tsdb = shared.tsdb.clone();
     let limits = query_limits(shared);
@@ -211,7 +220,7 @@ fn query_limits(shared: &Shared) -> strata_query::QueryLimits {
         max_series: shared.config.query_max_series,
         max_data_points: shared.config.query_max_data_points,
         timeout: shared.config.query_timeout,
-        allow_delete: shared.config.allow_delete,
+        allow_delete: shared.config.allow_delete && shared.config.mode.writes(),
         ..strata_query::QueryLimits::default()
     }
 }

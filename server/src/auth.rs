@@ -9,17 +9,20 @@
 //! roles = ["read"]
 //! ```
 //!
-//! A role is `read`, `write` or `admin`. HTTP clients send `Authorization: Bearer <token>`, or
-//! Basic with the name as the user and the token as the password; telnet clients send
-//! `auth <token>` first. Tokens are kept only as SHA-256 digests and compared in constant
-//! time with every configured digest, so neither a token's length nor which entry matched
-//! shows in the time an answer takes. Nothing here logs or formats a token.
+//! A role is `read`, `write` or `admin`. HTTP clients send `Authorization: Bearer <token>`
+//! (or `Token <token>`, as InfluxDB 2 clients do), or Basic with the name as the user and the
+//! token as the password; telnet clients send `auth <token>` first. Tokens are kept only as
+//! SHA-256 digests and compared in constant time with every configured digest, so neither a
+//! token's length nor which entry matched shows in the time an answer takes. Nothing here
+//! logs or formats a token.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use base64::Engine;
+use parking_lot::RwLock;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -256,7 +259,8 @@ impl Auth {
         let header = std::str::from_utf8(header).map_err(|_| AuthError::Missing)?;
         let (scheme, rest) = header.trim().split_once(' ').ok_or(AuthError::Missing)?;
         let rest = rest.trim();
-        let id = if scheme.eq_ignore_ascii_case("bearer") {
+        // `Token` is how InfluxDB 2 clients (Telegraf, the client libraries) send theirs.
+        let id = if scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("token") {
             self.identify(None, rest.as_bytes())
         } else if scheme.eq_ignore_ascii_case("basic") {
             let raw = base64::engine::general_purpose::STANDARD
@@ -282,6 +286,60 @@ impl Auth {
                 role,
             })
         }
+    }
+
+    /// The client a telnet `auth` line names: `auth <token>`, or OpenTSDB's plugin shape
+    /// `auth basic <name> <token>`.
+    pub fn check_telnet_line(&self, line: &[u8]) -> Option<Identity> {
+        let line = std::str::from_utf8(line).ok()?;
+        let mut words = line.split_ascii_whitespace();
+        if words.next() != Some("auth") {
+            return None;
+        }
+        match (words.next(), words.next(), words.next(), words.next()) {
+            (Some(token), None, None, None) => self.identify(None, token.as_bytes()),
+            (Some(scheme), Some(name), Some(token), None)
+                if scheme.eq_ignore_ascii_case("basic") =>
+            {
+                self.identify(Some(name), token.as_bytes())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The auth file and the tokens last read from it; [`AuthFile::reload`] reads it again (on
+/// SIGHUP), and a file that does not load leaves the old tokens in use.
+#[derive(Debug)]
+pub struct AuthFile {
+    path: PathBuf,
+    auth: RwLock<Arc<Auth>>,
+}
+
+impl AuthFile {
+    /// Reads the auth file at `path`.
+    pub fn load(path: &Path) -> anyhow::Result<AuthFile> {
+        Ok(AuthFile {
+            path: path.to_path_buf(),
+            auth: RwLock::new(Arc::new(Auth::load(path)?)),
+        })
+    }
+
+    /// Reads the file again; on an error the tokens stay as they were.
+    pub fn reload(&self) -> anyhow::Result<()> {
+        let fresh = Auth::load(&self.path)?;
+        *self.auth.write() = Arc::new(fresh);
+        Ok(())
+    }
+
+    /// The tokens in use.
+    pub fn current(&self) -> Arc<Auth> {
+        self.auth.read().clone()
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 }
 
@@ -318,6 +376,8 @@ roles = ["read", "write", "admin"]
                 role: Role::Write
             })
         );
+        let token = b"Token ops-secret-abcdefghijklmnop";
+        assert_eq!(auth.check_header(Some(token), Role::Write)?.name, "ops");
         let ops = basic("ops", "ops-secret-abcdefghijklmnop");
         assert_eq!(auth.check_header(Some(&ops), Role::Admin)?.name, "ops");
         // The right token under another entry's name is not that entry.
@@ -380,6 +440,62 @@ roles = ["read", "write", "admin"]
             assert!(err.contains(want), "{err} (wanted {want})");
             assert!(!err.contains("s3cret"), "{err} shows a token");
         }
+    }
+
+    #[test]
+    fn telnet_auth_lines_take_a_token_or_basic_credentials() -> anyhow::Result<()> {
+        let auth = Auth::parse(FILE)?;
+        let name = |line: &[u8]| auth.check_telnet_line(line).map(|id| id.name);
+        assert_eq!(
+            name(b"auth ops-secret-abcdefghijklmnop"),
+            Some("ops".into())
+        );
+        assert_eq!(
+            name(b"auth  basic grafana read-only-secret-0123456789 "),
+            Some("grafana".into())
+        );
+        for bad in [
+            &b"auth"[..],
+            b"auth nope",
+            b"auth basic ops read-only-secret-0123456789",
+            b"auth ops-secret-abcdefghijklmnop extra",
+            b"put ops-secret-abcdefghijklmnop",
+            b"auth \xff",
+        ] {
+            assert_eq!(name(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_reload_that_fails_keeps_the_old_tokens() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("tokens.toml");
+        std::fs::write(&path, FILE)?;
+        let file = AuthFile::load(&path)?;
+        assert!(
+            file.current()
+                .identify(None, b"ops-secret-abcdefghijklmnop")
+                .is_some()
+        );
+        std::fs::write(
+            &path,
+            "[[tokens]]\nname = \"new\"\ntoken = \"t-2\"\nroles = [\"read\"]\n",
+        )?;
+        file.reload()?;
+        assert!(
+            file.current()
+                .identify(None, b"ops-secret-abcdefghijklmnop")
+                .is_none()
+        );
+        assert!(file.current().identify(None, b"t-2").is_some());
+        std::fs::write(&path, "not toml [")?;
+        assert!(file.reload().is_err());
+        assert!(
+            file.current().identify(None, b"t-2").is_some(),
+            "the old tokens stay"
+        );
+        Ok(())
     }
 
     #[test]

@@ -28,6 +28,48 @@ pub struct StorageArgs {
     /// Size of the block cache for reads in MiB; 0 turns it off [default: 64].
     #[arg(long, env = "STRATA_CACHE_MB", value_parser = clap::value_parser!(u64).range(0..=1048576))]
     pub cache_mb: Option<u64>,
+    /// Compression of the data files' blocks: `none`, `lz4`, or `zstd` with an optional level,
+    /// `zstd:<1-22>` (`zstd` is level 3). Applies to files written from then on; older files
+    /// keep theirs until compaction rewrites them [default: lz4].
+    #[arg(long, env = "STRATA_COMPRESSION")]
+    pub compression: Option<String>,
+    /// Uncompressed size of a data file block in KiB: larger blocks compress better, smaller
+    /// ones make a point lookup read less [default: 64].
+    #[arg(long, env = "STRATA_BLOCK_SIZE_KB", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub block_size_kb: Option<u64>,
+    /// Bloom filters over rowkeys in data files, so a query skips files without its rows
+    /// [default: true].
+    #[arg(long, env = "STRATA_BLOOM_FILTERS", num_args = 0..=1, default_missing_value = "true")]
+    pub bloom_filters: Option<bool>,
+    /// Salt buckets of the rowkeys (OpenTSDB's `tsd.storage.salt.buckets`), 1 to 254. Fixed
+    /// when the data directory is created; a different count later is refused [default: 20].
+    #[arg(long, env = "STRATA_SALT_BUCKET_COUNT", value_parser = clap::value_parser!(u8).range(1..=254))]
+    pub salt_bucket_count: Option<u8>,
+    /// Width of metric UIDs in bytes (`tsd.storage.uid.width.metric`); fixed when the data
+    /// directory is created. Only 3 is supported [default: 3].
+    #[arg(long, env = "STRATA_METRIC_UID_WIDTH")]
+    pub metric_uid_width: Option<u8>,
+    /// Width of tag key UIDs in bytes (`tsd.storage.uid.width.tagk`); as
+    /// --metric-uid-width [default: 3].
+    #[arg(long, env = "STRATA_TAGK_UID_WIDTH")]
+    pub tagk_uid_width: Option<u8>,
+    /// Width of tag value UIDs in bytes (`tsd.storage.uid.width.tagv`); as
+    /// --metric-uid-width [default: 3].
+    #[arg(long, env = "STRATA_TAGV_UID_WIDTH")]
+    pub tagv_uid_width: Option<u8>,
+    /// Assign a UID to an unknown metric name on write (`tsd.core.auto_create_metrics`);
+    /// when false, a put of an unknown metric is refused until `/api/uid/assign` or
+    /// `strata uid assign` creates it. OpenTSDB's default is false [default: true].
+    #[arg(long, env = "STRATA_AUTO_CREATE_METRICS", num_args = 0..=1, default_missing_value = "true")]
+    pub auto_create_metrics: Option<bool>,
+    /// Assign a UID to an unknown tag key on write (`tsd.core.auto_create_tagks`)
+    /// [default: true].
+    #[arg(long, env = "STRATA_AUTO_CREATE_TAGKS", num_args = 0..=1, default_missing_value = "true")]
+    pub auto_create_tagks: Option<bool>,
+    /// Assign a UID to an unknown tag value on write (`tsd.core.auto_create_tagvs`)
+    /// [default: true].
+    #[arg(long, env = "STRATA_AUTO_CREATE_TAGVS", num_args = 0..=1, default_missing_value = "true")]
+    pub auto_create_tagvs: Option<bool>,
 }
 
 /// `strata serve` flags. Each can also come from the environment variable named beside it.
@@ -93,10 +135,31 @@ pub struct ServeArgs {
     /// a connection open and write every 15 s or so [default: 0].
     #[arg(long, env = "STRATA_TELNET_IDLE_TIMEOUT_MS")]
     pub telnet_idle_timeout_ms: Option<u64>,
+    /// Which requests the server answers (OpenTSDB's `tsd.mode`): `rw` both, `ro` refuses
+    /// writes (telnet `put` is an unknown command, as in OpenTSDB, and HTTP write endpoints
+    /// answer 404), `wo` refuses queries (for a write-only ingest node) [default: rw].
+    #[arg(long, env = "STRATA_MODE")]
+    pub mode: Option<String>,
     /// Allow `/api/query` to delete what it matches (`DELETE`, or `delete: true`), OpenTSDB's
     /// `tsd.http.query.allow_delete` [default: false].
     #[arg(long, env = "STRATA_ALLOW_DELETE", num_args = 0..=1, default_missing_value = "true")]
     pub allow_delete: Option<bool>,
+    /// Tokens and their roles, a TOML file of `[[tokens]]` entries (`name`, `token`, `roles`
+    /// from `read`, `write` and `admin`). When set, every HTTP request and telnet connection
+    /// must authenticate; SIGHUP reads the file again [default: none, authentication off].
+    #[arg(long, env = "STRATA_AUTH_FILE")]
+    pub auth_file: Option<PathBuf>,
+    /// The TLS certificate chain, a PEM file; with `--tls-key`, clients may speak TLS on the
+    /// same port (sniffed from the first byte). SIGHUP reads the pair again [default: none].
+    #[arg(long, env = "STRATA_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// The TLS private key of `--tls-cert`, a PEM file [default: none].
+    #[arg(long, env = "STRATA_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// Refuse plaintext connections when TLS is configured: a telnet client gets one error
+    /// line, an HTTP client a 400 error, then the connection closes [default: false].
+    #[arg(long, env = "STRATA_TLS_REQUIRED", num_args = 0..=1, default_missing_value = "true")]
+    pub tls_required: Option<bool>,
     /// How long points are kept, by their timestamp: a whole number and a unit (ms, s, m, h,
     /// d, w, n = 30 days, y = 365 days), such as `90d`; `none` or `0` keeps them forever.
     /// Older points are refused, never returned, and their space is reclaimed. Per-metric
@@ -160,6 +223,17 @@ struct FileConfig {
     fsync: Option<String>,
     memtable_mb: Option<u64>,
     cache_mb: Option<u64>,
+    compression: Option<String>,
+    block_size_kb: Option<u64>,
+    bloom_filters: Option<bool>,
+    salt_bucket_count: Option<u8>,
+    metric_uid_width: Option<u8>,
+    tagk_uid_width: Option<u8>,
+    tagv_uid_width: Option<u8>,
+    auto_create_metrics: Option<bool>,
+    auto_create_tagks: Option<bool>,
+    auto_create_tagvs: Option<bool>,
+    mode: Option<String>,
     max_line_bytes: Option<usize>,
     max_connections: Option<usize>,
     worker_threads: Option<u64>,
@@ -173,6 +247,10 @@ struct FileConfig {
     cors_domains: Option<String>,
     cors_headers: Option<String>,
     allow_delete: Option<bool>,
+    auth_file: Option<PathBuf>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_required: Option<bool>,
     retention: Option<String>,
     #[serde(default)]
     retention_rules: Vec<FileRetentionRule>,
@@ -235,6 +313,19 @@ pub struct Config {
     pub fsync: String,
     pub memtable_mb: u64,
     pub cache_mb: u64,
+    /// How the data table's blocks are compressed.
+    pub compression: strata_engine::Compression,
+    pub block_size_kb: u64,
+    pub bloom_filters: bool,
+    /// Salt buckets asked for; `None` keeps what the directory has (20 on creation).
+    pub salt_bucket_count: Option<u8>,
+    /// Metric, tag key and tag value UID widths asked for; `None` keeps the directory's.
+    pub uid_widths: [Option<u8>; 3],
+    pub auto_create_metrics: bool,
+    pub auto_create_tagks: bool,
+    pub auto_create_tagvs: bool,
+    /// Which requests the server answers (OpenTSDB's `tsd.mode`).
+    pub mode: Mode,
     pub max_line_bytes: usize,
     pub max_connections: usize,
     /// Threads of the connection-serving runtime.
@@ -258,6 +349,19 @@ pub struct Config {
     pub allow_delete: bool,
     /// How long points are kept, globally and per metric.
     pub retention: strata_tsdb::Retention,
+    /// The tokens file; `None` = authentication off.
+    pub auth_file: Option<PathBuf>,
+    /// The TLS certificate and key files; `None` = no TLS.
+    pub tls: Option<TlsFiles>,
+    /// Whether plaintext connections are refused (only with `tls`).
+    pub tls_required: bool,
+}
+
+/// The PEM files of the TLS certificate chain and its private key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 impl Config {
@@ -298,6 +402,42 @@ impl Config {
                 .cache_mb
                 .or(file.cache_mb)
                 .unwrap_or(DEFAULT_CACHE_MB),
+            compression: parse_compression(
+                storage
+                    .compression
+                    .as_deref()
+                    .or(file.compression.as_deref())
+                    .unwrap_or("lz4"),
+            )?,
+            block_size_kb: storage
+                .block_size_kb
+                .or(file.block_size_kb)
+                .unwrap_or(DEFAULT_BLOCK_SIZE_KB),
+            bloom_filters: storage.bloom_filters.or(file.bloom_filters).unwrap_or(true),
+            salt_bucket_count: storage.salt_bucket_count.or(file.salt_bucket_count),
+            uid_widths: [
+                storage.metric_uid_width.or(file.metric_uid_width),
+                storage.tagk_uid_width.or(file.tagk_uid_width),
+                storage.tagv_uid_width.or(file.tagv_uid_width),
+            ],
+            auto_create_metrics: storage
+                .auto_create_metrics
+                .or(file.auto_create_metrics)
+                .unwrap_or(true),
+            auto_create_tagks: storage
+                .auto_create_tagks
+                .or(file.auto_create_tagks)
+                .unwrap_or(true),
+            auto_create_tagvs: storage
+                .auto_create_tagvs
+                .or(file.auto_create_tagvs)
+                .unwrap_or(true),
+            mode: args
+                .mode
+                .as_deref()
+                .or(file.mode.as_deref())
+                .unwrap_or("rw")
+                .parse()?,
             max_line_bytes: args.max_line_bytes.or(file.max_line_bytes).unwrap_or(1024),
             max_connections: args
                 .max_connections
@@ -348,11 +488,25 @@ impl Config {
                 .or(file.cors_headers)
                 .unwrap_or_else(|| DEFAULT_CORS_HEADERS.into()),
             allow_delete: args.allow_delete.or(file.allow_delete).unwrap_or(false),
+            auth_file: args.auth_file.clone().or(file.auth_file),
+            tls: match (
+                args.tls_cert.clone().or(file.tls_cert),
+                args.tls_key.clone().or(file.tls_key),
+            ) {
+                (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+                (None, None) => None,
+                _ => anyhow::bail!("tls_cert and tls_key must be set together"),
+            },
+            tls_required: args.tls_required.or(file.tls_required).unwrap_or(false),
             retention: retention(
                 args.retention.as_deref().or(file.retention.as_deref()),
                 &file.retention_rules,
             )?,
         };
+        anyhow::ensure!(
+            !config.tls_required || config.tls.is_some(),
+            "tls_required needs tls_cert and tls_key"
+        );
         config
             .fsync
             .parse::<strata_engine::SyncPolicy>()
@@ -375,6 +529,17 @@ impl Config {
             "memtable_mb must be 1 to 4096, not {}",
             config.memtable_mb
         );
+        anyhow::ensure!(
+            (1..=4096).contains(&config.block_size_kb),
+            "block_size_kb must be 1 to 4096, not {}",
+            config.block_size_kb
+        );
+        if let Some(b) = config.salt_bucket_count {
+            anyhow::ensure!(
+                (1..=254).contains(&b),
+                "salt_bucket_count must be 1 to 254, not {b}"
+            );
+        }
         anyhow::ensure!(
             config.cache_mb <= 1 << 20,
             "cache_mb must be at most 1048576, not {}",
@@ -404,6 +569,77 @@ fn retention(
             })
             .collect::<anyhow::Result<_>>()?,
     })
+}
+
+/// The default `block_size_kb`: a 64 KiB block holds about an hour of a few dozen row-compacted
+/// series, and compresses well without making a point lookup read much.
+const DEFAULT_BLOCK_SIZE_KB: u64 = 64;
+/// zstd's own default level: most of its ratio at a fraction of the high levels' CPU.
+const DEFAULT_ZSTD_LEVEL: i32 = 3;
+
+/// Parses `compression`: `none`, `lz4`, `zstd` or `zstd:<level>`.
+fn parse_compression(s: &str) -> anyhow::Result<strata_engine::Compression> {
+    use strata_engine::Compression;
+    let bad =
+        || anyhow::anyhow!("bad `compression` setting {s:?}: use none, lz4, zstd or zstd:<1-22>");
+    match s.trim().to_ascii_lowercase().split_once(':') {
+        None => match s.trim().to_ascii_lowercase().as_str() {
+            "none" => Ok(Compression::None),
+            "lz4" => Ok(Compression::Lz4),
+            "zstd" => Ok(Compression::Zstd(DEFAULT_ZSTD_LEVEL)),
+            _ => Err(bad()),
+        },
+        Some(("zstd", level)) => match level.parse::<i32>() {
+            Ok(l) if (1..=22).contains(&l) => Ok(Compression::Zstd(l)),
+            _ => Err(bad()),
+        },
+        Some(_) => Err(bad()),
+    }
+}
+
+/// Which requests a server answers: OpenTSDB's `tsd.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Reads and writes (`rw`).
+    ReadWrite,
+    /// Reads only (`ro`): writes are refused.
+    ReadOnly,
+    /// Writes only (`wo`): queries are refused.
+    WriteOnly,
+}
+
+impl Mode {
+    /// OpenTSDB's name for the mode.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::ReadWrite => "rw",
+            Mode::ReadOnly => "ro",
+            Mode::WriteOnly => "wo",
+        }
+    }
+
+    /// Whether writes are answered.
+    pub fn writes(self) -> bool {
+        self != Mode::ReadOnly
+    }
+
+    /// Whether reads are answered.
+    pub fn reads(self) -> bool {
+        self != Mode::WriteOnly
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> anyhow::Result<Mode> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "rw" => Ok(Mode::ReadWrite),
+            "ro" => Ok(Mode::ReadOnly),
+            "wo" => Ok(Mode::WriteOnly),
+            _ => anyhow::bail!("bad `mode` setting {s:?}: use rw, ro or wo"),
+        }
+    }
 }
 
 /// A setting in milliseconds, `default` if unset; 0 means none.
@@ -522,6 +758,117 @@ mod tests {
         let c = Config::resolve(&from_file())?;
         assert_eq!(c.worker_threads, 3);
         Ok(())
+    }
+
+    #[test]
+    fn auth_and_tls_come_from_the_file_and_flags_and_go_together() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("strata.toml");
+        std::fs::write(
+            &path,
+            "auth_file = \"/etc/strata/tokens.toml\"\ntls_cert = \"/c.pem\"\ntls_key = \"/k.pem\"\n",
+        )?;
+        let args = ServeArgs {
+            storage: StorageArgs {
+                config: Some(path.clone()),
+                ..StorageArgs::default()
+            },
+            tls_key: Some("/flag.pem".into()),
+            tls_required: Some(true),
+            ..ServeArgs::default()
+        };
+        let c = Config::resolve(&args)?;
+        assert_eq!(c.auth_file, Some(PathBuf::from("/etc/strata/tokens.toml")));
+        let tls = c.tls.context("no tls")?;
+        assert_eq!((tls.cert, tls.key), ("/c.pem".into(), "/flag.pem".into()));
+        assert!(c.tls_required);
+        let d = Config::resolve(&ServeArgs::default())?;
+        assert_eq!((d.auth_file, d.tls, d.tls_required), (None, None, false));
+        let half = Config::resolve(&ServeArgs {
+            tls_cert: Some("/c.pem".into()),
+            ..ServeArgs::default()
+        });
+        let err = format!("{:#}", half.err().context("accepted a cert without a key")?);
+        assert!(err.contains("tls_key"), "{err}");
+        let required = Config::resolve(&ServeArgs {
+            tls_required: Some(true),
+            ..ServeArgs::default()
+        });
+        let err = format!(
+            "{:#}",
+            required.err().context("accepted tls_required alone")?
+        );
+        assert!(err.contains("tls_required"), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn storage_settings_come_from_the_file_env_style_flags_and_defaults() -> anyhow::Result<()> {
+        use strata_engine::Compression;
+        let c = Config::resolve_storage(&StorageArgs::default())?;
+        assert_eq!(c.compression, Compression::Lz4);
+        assert_eq!((c.block_size_kb, c.bloom_filters), (64, true));
+        assert_eq!((c.salt_bucket_count, c.uid_widths), (None, [None; 3]));
+        assert!(c.auto_create_metrics && c.auto_create_tagks && c.auto_create_tagvs);
+        assert_eq!(c.mode, Mode::ReadWrite);
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("strata.toml");
+        std::fs::write(
+            &path,
+            "compression = \"zstd:9\"\nblock_size_kb = 16\nbloom_filters = false\n\
+             salt_bucket_count = 8\ntagv_uid_width = 3\nauto_create_metrics = false\n\
+             mode = \"ro\"\n",
+        )?;
+        let file = StorageArgs {
+            config: Some(path),
+            ..StorageArgs::default()
+        };
+        let c = Config::resolve(&ServeArgs {
+            storage: file.clone(),
+            ..ServeArgs::default()
+        })?;
+        assert_eq!(c.compression, Compression::Zstd(9));
+        assert_eq!((c.block_size_kb, c.bloom_filters), (16, false));
+        assert_eq!(c.salt_bucket_count, Some(8));
+        assert_eq!(c.uid_widths, [None, None, Some(3)]);
+        assert!(!c.auto_create_metrics && c.auto_create_tagks);
+        assert_eq!(c.mode, Mode::ReadOnly);
+        let c = Config::resolve(&ServeArgs {
+            storage: StorageArgs {
+                compression: Some("none".into()),
+                auto_create_metrics: Some(true),
+                ..file
+            },
+            mode: Some("wo".into()),
+            ..ServeArgs::default()
+        })?;
+        assert_eq!(c.compression, Compression::None);
+        assert!(c.auto_create_metrics);
+        assert_eq!(c.mode, Mode::WriteOnly);
+        Ok(())
+    }
+
+    #[test]
+    fn compression_and_mode_settings_parse_or_name_the_choices() {
+        use strata_engine::Compression;
+        assert_eq!(parse_compression("LZ4").ok(), Some(Compression::Lz4));
+        assert_eq!(parse_compression("zstd").ok(), Some(Compression::Zstd(3)));
+        assert_eq!(
+            parse_compression("zstd:22").ok(),
+            Some(Compression::Zstd(22))
+        );
+        for bad in ["zstd:0", "zstd:23", "zstd:x", "gzip", "lz4:1", ""] {
+            let err = parse_compression(bad).err().map(|e| e.to_string());
+            assert!(
+                err.as_deref().is_some_and(|e| e.contains("zstd:<1-22>")),
+                "{bad:?}: {err:?}"
+            );
+        }
+        assert_eq!("RO".parse::<Mode>().ok(), Some(Mode::ReadOnly));
+        let err = "readonly".parse::<Mode>().err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("rw, ro or wo")));
+        assert!(Mode::ReadOnly.reads() && !Mode::ReadOnly.writes());
+        assert!(Mode::WriteOnly.writes() && !Mode::WriteOnly.reads());
     }
 
     #[test]

@@ -21,6 +21,7 @@ use hyper::header::{
 };
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use crate::body::too_large;
@@ -30,11 +31,15 @@ use crate::shared::Shared;
 use crate::unwind::CatchUnwind;
 use crate::version;
 
+pub(crate) mod access;
 mod read_deadline;
 
 /// Serves HTTP/1.1 (with keep-alive) on one connection until the client closes it or the server
-/// shuts down.
-pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> anyhow::Result<()> {
+/// shuts down. Generic, so a plain connection's socket is used as it is.
+pub(crate) async fn serve_connection<S>(stream: S, shared: Arc<Shared>) -> anyhow::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let mut shutdown = shared.shutdown.clone();
     let shared_config = shared.clone();
     let service = hyper::service::service_fn(move |req| {
@@ -93,6 +98,26 @@ pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> 
             conn.await?;
         }
     }
+    Ok(())
+}
+
+/// Answers a plaintext request when TLS is required with a 400 and closes the connection.
+pub(crate) async fn refuse_plaintext(stream: TcpStream) -> anyhow::Result<()> {
+    let service = hyper::service::service_fn(|_req| async {
+        let mut resp = error(
+            StatusCode::BAD_REQUEST,
+            "TLS required",
+            "this server takes only TLS connections: use https://",
+        );
+        resp.headers_mut()
+            .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+        Ok::<_, Infallible>(resp)
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.keep_alive(false).header_read_timeout(None);
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    // A client that never finishes its header gets no answer.
+    let _ = tokio::time::timeout(Duration::from_secs(10), conn).await;
     Ok(())
 }
 
@@ -175,9 +200,9 @@ async fn route(req: Request<Incoming>, shared: &Shared) -> Resp {
         too_large(shared.config.max_body_bytes)
     } else {
         match cors_check(&shared.config.cors, req.method(), origin.as_deref()) {
-            CorsCheck::Serve => serve_route(route, req, shared).await,
+            CorsCheck::Serve => serve_authorized(route, req, shared).await,
             CorsCheck::ServeAllowed(origin) => with_cors_headers(
-                serve_route(route, req, shared).await,
+                serve_authorized(route, req, shared).await,
                 &origin,
                 &shared.config.cors_headers,
             ),
@@ -286,6 +311,33 @@ fn with_cors_headers(mut resp: Resp, origin: &str, allow_headers: &str) -> Resp 
         h.insert(ACCESS_CONTROL_ALLOW_HEADERS, v);
     }
     resp
+}
+
+/// [`serve_route`] if the server's mode serves the request, and authentication is off or the
+/// request's credentials carry the role it needs ([`access`]); the client's identity goes with the request, for the checks that need
+/// its body.
+async fn serve_authorized(route: Route, mut req: Request<Incoming>, shared: &Shared) -> Resp {
+    let mode = shared.config.mode;
+    if !access::mode_allows(mode, &route, req.method()) {
+        return access::not_in_mode(mode);
+    }
+    if let Some(auth) = &shared.auth {
+        let role = access::required_role(&route, req.method());
+        let header = req
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .map(HeaderValue::as_bytes);
+        match auth.current().check_header(header, role) {
+            Ok(id) => {
+                req.extensions_mut().insert(id);
+            }
+            Err(e) => {
+                shared.metrics.count_auth_refusal(crate::metrics::HTTP, &e);
+                return access::refused(&e);
+            }
+        }
+    }
+    serve_route(route, req, shared).await
 }
 
 async fn serve_route(route: Route, req: Request<Incoming>, shared: &Shared) -> Resp {

@@ -31,6 +31,6 @@ mod write;
 
 pub use api::request::now_ms;
 pub use compact::{CompactReport, compact_all};
-pub use config::{Config, Cors, ServeArgs, StorageArgs};
+pub use config::{Config, Cors, Mode, ServeArgs, StorageArgs, TlsFiles};
 pub use metrics::{reason, rejection_reason};
 pub use server::serve;

@@ -158,6 +158,29 @@ pub(crate) struct Metrics {
     pub(crate) request_duration: HistogramVec,
     engine: EngineGauges,
     tsdb: TsdbGauges,
+    /// Requests and telnet commands refused by authentication, by protocol and
+    /// [`auth_refusal`] kind.
+    pub(crate) auth_refused: IntCounterVec,
+}
+
+/// The kinds of refusal `strata_auth_refused_total` counts.
+pub(crate) mod auth_refusal {
+    /// No credentials, or ones that match no token (HTTP 401, telnet `AUTH_FAIL` or a command
+    /// before `auth`).
+    pub(crate) const UNAUTHENTICATED: &str = "unauthenticated";
+    /// A known client without the role (HTTP 403).
+    pub(crate) const FORBIDDEN: &str = "forbidden";
+}
+
+impl Metrics {
+    /// Counts a refusal by authentication on `protocol`.
+    pub(crate) fn count_auth_refusal(&self, protocol: &str, err: &crate::auth::AuthError) {
+        let kind = match err {
+            crate::auth::AuthError::Forbidden { .. } => auth_refusal::FORBIDDEN,
+            _ => auth_refusal::UNAUTHENTICATED,
+        };
+        self.auth_refused.with_label_values(&[protocol, kind]).inc();
+    }
 }
 
 impl std::fmt::Debug for Metrics {
@@ -482,6 +505,12 @@ impl Metrics {
             request_duration,
             engine,
             tsdb,
+            auth_refused: b.counter_vec(
+                "strata_auth_refused_total",
+                "Requests and telnet commands refused by authentication, by protocol and kind \
+                 (unauthenticated: no or unknown credentials; forbidden: a missing role).",
+                &["protocol", "kind"],
+            )?,
             registry,
         })
     }
@@ -689,6 +718,9 @@ mod tests {
         m.observe_request("put", 0.002);
         m.observe_request("no/such/endpoint", 0.002);
         m.connections_refused.inc();
+        m.auth_refused
+            .with_label_values(&[HTTP, auth_refusal::FORBIDDEN])
+            .inc();
         let dir = tempfile::tempdir()?;
         let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
         let text = m.render(&tsdb);
@@ -708,6 +740,10 @@ mod tests {
         assert!(text.contains("strata_http_request_duration_seconds_count{endpoint=\"put\"} 1"));
         assert!(text.contains("strata_http_request_duration_seconds_count{endpoint=\"other\"} 1"));
         assert!(text.contains("strata_connections_refused_total 1"));
+        assert!(
+            text.contains("strata_auth_refused_total{kind=\"forbidden\",protocol=\"http\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("strata_engine_memtable_bytes "));
         assert!(text.contains("strata_engine_wal_queue_bytes 0"));
         assert!(text.contains("strata_tsdb_series 0"));

@@ -1,6 +1,7 @@
 //! The listener: one port, two protocols. The first byte of a connection decides, as in
 //! OpenTSDB: an upper-case ASCII letter starts an HTTP request (every method is one), anything
-//! else is the telnet line protocol.
+//! else is the telnet line protocol. With `--tls-cert`, a TLS handshake record is a third
+//! choice, and inside TLS the first byte decides again ([`crate::tls`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +28,19 @@ pub async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()
         .await
         .with_context(|| format!("binding {}:{}", config.bind, config.port))?;
     let signal = shutdown_signal()?;
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("installing the SIGHUP handler")?;
+    let auth = match &config.auth_file {
+        Some(path) => Some(crate::auth::AuthFile::load(path)?),
+        None => None,
+    };
+    let tls = match &config.tls {
+        Some(files) => Some(crate::tls::Tls::load(&files.cert, &files.key)?),
+        None => None,
+    };
+    if let Some(warning) = exposure_warning(&config) {
+        warn!(bind = %config.bind, "{warning}");
+    }
     let local = listener.local_addr()?;
     // Tests start the server on port 0 and read the real port from this line.
     info!(%local, data_dir = %config.data_dir.display(), "listening");
@@ -45,6 +59,8 @@ pub async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()
         host: crate::stats::hostname(),
         remote_write_series: strata_ingest::KnownSeries::new(),
         influx_series: strata_ingest::KnownSeries::new(),
+        auth,
+        tls,
     });
     // Row compaction runs in the background, in small paced passes (compat exception 13).
     let rowcompactor = tsdb
@@ -62,6 +78,7 @@ pub async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()
     loop {
         tokio::select! {
             _ = &mut signal => break,
+            Some(()) = hangup.recv() => tokio::task::block_in_place(|| reload(&shared)),
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
                     Ok(x) => x,
@@ -118,6 +135,37 @@ pub async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()
     Ok(())
 }
 
+/// The warning for a server that any host may reach and that asks for no credentials.
+fn exposure_warning(config: &Config) -> Option<&'static str> {
+    (config.auth_file.is_none() && !config.bind.is_loopback()).then_some(
+        "authentication is off and the server listens beyond this host: any client that \
+         reaches the port can write, read and delete data; set --auth-file",
+    )
+}
+
+/// Reads the auth file and the TLS pair again (SIGHUP). What does not load is logged and the
+/// old one stays in use; connections already open keep what they started with.
+fn reload(shared: &Shared) {
+    if let Some(auth) = &shared.auth {
+        match auth.reload() {
+            Ok(()) => info!(file = %auth.path().display(), "auth file reloaded"),
+            Err(e) => tracing::error!(
+                error = format!("{e:#}"),
+                "auth file not reloaded; the old tokens stay in use"
+            ),
+        }
+    }
+    if let Some(tls) = &shared.tls {
+        match tls.reload() {
+            Ok(()) => info!("TLS certificate and key reloaded"),
+            Err(e) => tracing::error!(
+                error = format!("{e:#}"),
+                "TLS certificate and key not reloaded; the old pair stays in use"
+            ),
+        }
+    }
+}
+
 /// How long a connection over `max_connections` waits for a slot before it is refused: twice
 /// the header timeout, as a slot held by a client that sends nothing or half a header comes
 /// free within one. With no header timeout, it is refused at once, as OpenTSDB does.
@@ -166,32 +214,61 @@ async fn refuse(mut stream: TcpStream, peer: std::net::SocketAddr, shared: &Shar
 async fn handle(stream: TcpStream, shared: Arc<Shared>) -> anyhow::Result<()> {
     stream.set_nodelay(true)?;
     let mut first = [0u8; 1];
-    let mut shutdown = shared.shutdown.clone();
     // A client must say something within the header timeout: a socket that sends nothing
     // would otherwise hold its slot of `max_connections` for ever.
-    let first_byte = async {
-        match shared.config.header_timeout {
-            Some(t) => tokio::time::timeout(t, stream.peek(&mut first)).await.ok(),
-            None => Some(stream.peek(&mut first).await),
-        }
-    };
-    let peeked = tokio::select! {
-        peeked = first_byte => peeked,
-        _ = shutdown.changed() => return Ok(()),
-    };
-    let Some(peeked) = peeked else {
-        shared
-            .metrics
-            .connections_timed_out
-            .with_label_values(&[crate::metrics::phase::FIRST_BYTE])
-            .inc();
+    let Some(peeked) = within_header_timeout(stream.peek(&mut first), &shared).await else {
         return Ok(());
     };
     if peeked? == 0 {
         // A probe that opened and closed the connection.
         return Ok(());
     }
-    let protocol = if first[0].is_ascii_uppercase() {
+    if let Some(tls) = &shared.tls {
+        if crate::tls::starts_tls(first[0]) {
+            let acceptor = tls.acceptor();
+            return serve_tls(stream, acceptor, shared).await;
+        }
+        if shared.config.tls_required {
+            return refuse_plaintext(stream, first[0], &shared).await;
+        }
+    }
+    if count_protocol(first[0], &shared) == crate::metrics::HTTP {
+        http::serve_connection(stream, shared).await
+    } else {
+        telnet::serve_connection(stream, shared).await
+    }
+}
+
+/// What `start` gives if it is done within the header timeout; `None` if the time runs out
+/// (counted) or the server shuts down first.
+async fn within_header_timeout<T>(
+    start: impl std::future::Future<Output = T>,
+    shared: &Shared,
+) -> Option<T> {
+    let mut shutdown = shared.shutdown.clone();
+    let timed = async {
+        match shared.config.header_timeout {
+            Some(t) => tokio::time::timeout(t, start).await.ok(),
+            None => Some(start.await),
+        }
+    };
+    let done = tokio::select! {
+        done = timed => done,
+        _ = shutdown.changed() => return None,
+    };
+    if done.is_none() {
+        shared
+            .metrics
+            .connections_timed_out
+            .with_label_values(&[crate::metrics::phase::FIRST_BYTE])
+            .inc();
+    }
+    done
+}
+
+/// The protocol a connection whose first byte is `first` speaks, counted.
+fn count_protocol(first: u8, shared: &Shared) -> &'static str {
+    let protocol = if first.is_ascii_uppercase() {
         crate::metrics::HTTP
     } else {
         crate::metrics::TELNET
@@ -201,11 +278,62 @@ async fn handle(stream: TcpStream, shared: Arc<Shared>) -> anyhow::Result<()> {
         .connections
         .with_label_values(&[protocol])
         .inc();
-    if protocol == crate::metrics::HTTP {
-        http::serve_connection(stream, shared).await
+    protocol
+}
+
+/// Completes a TLS handshake and serves HTTP or telnet inside it, told apart by the first
+/// byte as on a plain connection. The handshake and that byte must come within the header
+/// timeout, like a plain connection's first byte.
+async fn serve_tls(
+    stream: TcpStream,
+    acceptor: tokio_rustls::TlsAcceptor,
+    shared: Arc<Shared>,
+) -> anyhow::Result<()> {
+    use tokio::io::AsyncBufReadExt;
+    let start = async {
+        // Peeking through a buffer keeps the first byte for the protocol that reads it.
+        let mut io = tokio::io::BufReader::new(acceptor.accept(stream).await?);
+        let first = io.fill_buf().await?.first().copied();
+        anyhow::Ok((io, first))
+    };
+    let Some(started) = within_header_timeout(start, &shared).await else {
+        return Ok(());
+    };
+    let (io, first) = started.context("TLS handshake")?;
+    let Some(first) = first else {
+        return Ok(());
+    };
+    if count_protocol(first, &shared) == crate::metrics::HTTP {
+        http::serve_connection(io, shared).await
     } else {
-        telnet::serve_connection(stream, shared).await
+        telnet::serve_stream(io, shared).await
     }
+}
+
+/// Answers a plaintext connection when TLS is required: an HTTP client gets a 400 with the
+/// error JSON, a telnet client one error line.
+async fn refuse_plaintext(mut stream: TcpStream, first: u8, shared: &Shared) -> anyhow::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    if count_protocol(first, shared) == crate::metrics::HTTP {
+        return http::refuse_plaintext(stream).await;
+    }
+    stream
+        .write_all(b"error: this server takes only TLS connections\n")
+        .await?;
+    stream.shutdown().await?;
+    drain(&mut stream).await;
+    Ok(())
+}
+
+/// Reads what the peer still sends, for a moment, before the connection closes: closing with
+/// unread bytes resets it, and a reset can drop the reply before the peer reads it.
+pub(crate) async fn drain(stream: &mut (impl tokio::io::AsyncRead + Unpin)) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+    })
+    .await;
 }
 
 /// Runs `f` when dropped, so a count is undone however a task ends.
@@ -233,4 +361,28 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
             _ = int.recv() => {}
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_open_server_beyond_loopback_is_warned_about() -> anyhow::Result<()> {
+        let at = |bind: &str, auth: Option<&str>| -> anyhow::Result<bool> {
+            let config = Config::resolve(&crate::config::ServeArgs {
+                bind: Some(bind.parse()?),
+                auth_file: auth.map(Into::into),
+                ..crate::config::ServeArgs::default()
+            })?;
+            Ok(exposure_warning(&config).is_some())
+        };
+        assert!(at("0.0.0.0", None)?);
+        assert!(at("10.1.2.3", None)?);
+        assert!(at("::", None)?);
+        assert!(!at("127.0.0.1", None)?);
+        assert!(!at("::1", None)?);
+        assert!(!at("0.0.0.0", Some("/etc/strata/tokens.toml"))?);
+        Ok(())
+    }
 }

@@ -23,6 +23,10 @@ pub(crate) struct Shared {
     pub(crate) remote_write_series: strata_ingest::KnownSeries,
     /// The series the line protocol has resolved, by series section and field key.
     pub(crate) influx_series: strata_ingest::KnownSeries,
+    /// The tokens clients must present; `None` = authentication off.
+    pub(crate) auth: Option<crate::auth::AuthFile>,
+    /// The TLS certificate and key; `None` = TLS off.
+    pub(crate) tls: Option<crate::tls::Tls>,
 }
 
 #[cfg(test)]
@@ -42,6 +46,8 @@ impl Shared {
             host: "test".into(),
             remote_write_series: strata_ingest::KnownSeries::new(),
             influx_series: strata_ingest::KnownSeries::new(),
+            auth: None,
+            tls: None,
         });
         Ok((shared, keep))
     }

@@ -24,6 +24,7 @@ use strata_tsdb::{ErrorKind, PointRef, SeriesHandle, SeriesPoint, Tsdb, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::auth::{Role, Roles};
 use crate::shared::Shared;
 use crate::unwind::CatchUnwind;
 use crate::version;
@@ -49,6 +50,15 @@ const MAX_KNOWN_SERIES: usize = 1 << 18;
 /// shuts down.
 pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> anyhow::Result<()> {
     let (read, write) = stream.into_split();
+    serve_lines(read, write, shared).await
+}
+
+/// [`serve_connection`] over any stream, such as a TLS one.
+pub(crate) async fn serve_stream<S>(stream: S, shared: Arc<Shared>) -> anyhow::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (read, write) = tokio::io::split(stream);
     serve_lines(read, write, shared).await
 }
 
@@ -171,6 +181,12 @@ struct Session {
     handle_buf: Vec<SeriesPoint<'static>>,
     /// A line's series text, as [`KnownSeries`] keys it.
     key: Vec<u8>,
+    /// Whether `put` lines are taken: always when authentication is off, else once an `auth`
+    /// line named a client with the `write` role.
+    may_put: bool,
+    /// The roles the last `auth` line gave; `None` before one names a client (and always
+    /// when authentication is off, when every command is allowed).
+    roles: Option<Roles>,
     /// Panics to raise in the next batches, for the tests of [`Session::store_puts`].
     #[cfg(test)]
     inject_panics: u32,
@@ -321,6 +337,7 @@ fn recycle<T, U>(mut v: Vec<T>) -> Vec<U> {
 
 impl Session {
     fn new(shared: Arc<Shared>) -> Session {
+        let shared_auth_off = shared.auth.is_none();
         Session {
             shared,
             puts_buf: Vec::new(),
@@ -333,6 +350,8 @@ impl Session {
             known_buf: Vec::new(),
             handle_buf: Vec::new(),
             key: Vec::new(),
+            may_put: shared_auth_off,
+            roles: None,
             #[cfg(test)]
             inject_panics: 0,
         }
@@ -357,14 +376,34 @@ impl Session {
                 panic!("a panic injected by a test");
             }
             let command = parse_command(line);
-            if matches!(command, Command::Put(_)) {
-                puts.push(line);
+            if matches!(command, Command::Put(_)) && self.shared.config.mode.writes() {
+                if self.may_put {
+                    puts.push(line);
+                } else {
+                    self.store_puts(&mut puts);
+                    self.refuse(Role::Write, "put");
+                }
                 continue;
             }
             self.store_puts(&mut puts);
+            let needs = match command {
+                Command::Stats => Some((Role::Read, "stats")),
+                Command::DropCaches => Some((Role::Admin, "dropcaches")),
+                _ => None,
+            };
+            if let Some((role, name)) = needs
+                && !self.has(role)
+            {
+                self.refuse(role, name);
+                continue;
+            }
             match command {
+                Command::Unknown(b"auth") if self.shared.auth.is_some() => self.authenticate(line),
                 Command::Version => self.reply.push_str(&version::telnet_lines()),
-                Command::Help => self.reply.push_str(&strata_ingest::help_reply(false)),
+                Command::Help => self.reply.push_str(&strata_ingest::help_reply(
+                    false,
+                    self.shared.config.mode.writes(),
+                )),
                 Command::Exit => {
                     open = false;
                     break;
@@ -387,13 +426,68 @@ impl Session {
                 Command::Unknown(tok) => self
                     .reply
                     .push_str(&strata_ingest::unknown_command_reply(tok)),
-                Command::Put(_) => {}
+                // Only reached in `ro` mode, where OpenTSDB registers no `put`.
+                Command::Put(_) => self
+                    .reply
+                    .push_str(&strata_ingest::unknown_command_reply(b"put")),
             }
         }
         self.store_puts(&mut puts);
         self.puts_buf = recycle(puts);
         self.send(write).await;
         open
+    }
+
+    /// Whether the connection may do what `role` allows.
+    fn has(&self, role: Role) -> bool {
+        self.shared.auth.is_none() || self.roles.is_some_and(|r| r.has(role))
+    }
+
+    /// Replies to a `command` the connection lacks `role` for: before `auth`, or with a
+    /// client that does not have it.
+    fn refuse(&mut self, role: Role, command: &str) {
+        let (why, kind) = match self.roles {
+            None => (
+                "authentication required: send `auth <token>` first".to_string(),
+                crate::metrics::auth_refusal::UNAUTHENTICATED,
+            ),
+            Some(_) => (
+                format!("the client lacks the '{}' role", role.name()),
+                crate::metrics::auth_refusal::FORBIDDEN,
+            ),
+        };
+        self.shared
+            .metrics
+            .auth_refused
+            .with_label_values(&[crate::metrics::TELNET, kind])
+            .inc();
+        self.reply.push_str(&format!("{command}: {why}\n"));
+    }
+
+    /// An `auth` line: names the client whose roles the connection has from now on. A line
+    /// that names none takes them away, so a failed attempt never keeps earlier rights.
+    fn authenticate(&mut self, line: &[u8]) {
+        let found = self
+            .shared
+            .auth
+            .as_ref()
+            .and_then(|a| a.current().check_telnet_line(line));
+        match found {
+            Some(id) => {
+                self.roles = Some(id.roles);
+                self.may_put = id.roles.has(Role::Write);
+                // OpenTSDB's authentication plugin answers the same way.
+                self.reply.push_str("AUTH_SUCCESS.\n");
+            }
+            None => {
+                self.roles = None;
+                self.may_put = false;
+                self.shared
+                    .metrics
+                    .count_auth_refusal(crate::metrics::TELNET, &crate::auth::AuthError::Unknown);
+                self.reply.push_str("AUTH_FAIL\n");
+            }
+        }
     }
 
     /// Sends the waiting reply text, if the peer still takes replies. The points of the lines

@@ -19,6 +19,18 @@ pub(crate) fn open_tsdb(config: &Config) -> anyhow::Result<strata_tsdb::Tsdb> {
     opts.db.memtable_bytes = usize::try_from(config.memtable_mb << 20)?;
     opts.db.block_cache_bytes = usize::try_from(config.cache_mb << 20)?;
     opts.rowcompact_settle = ROWCOMPACT_SETTLE;
+    opts.data_table.compression = config.compression;
+    opts.data_table.block_bytes = usize::try_from(config.block_size_kb << 10)?;
+    opts.data_table.filter = if config.bloom_filters {
+        strata_engine::FilterMode::Rows
+    } else {
+        strata_engine::FilterMode::None
+    };
+    opts.salt_buckets = config.salt_bucket_count;
+    opts.uid_widths = config.uid_widths;
+    opts.auto_create_metrics = config.auto_create_metrics;
+    opts.auto_create_tagks = config.auto_create_tagks;
+    opts.auto_create_tagvs = config.auto_create_tagvs;
     opts.retention = config.retention.clone();
     let tsdb = strata_tsdb::Tsdb::open(&config.data_dir, opts)
         .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;

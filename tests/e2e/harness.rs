@@ -53,6 +53,11 @@ impl Server {
         })
     }
 
+    /// The server's process id, for signals.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends SIGTERM and waits for a clean exit.
     pub(crate) fn stop(mut self) -> anyhow::Result<std::process::ExitStatus> {
         let pid = self.child.id().to_string();

@@ -2,6 +2,7 @@
 //! clients do.
 
 mod api;
+mod auth_tls;
 mod cli;
 mod compat;
 mod exact_values;
@@ -18,5 +19,6 @@ mod protocol;
 mod readme_tour;
 mod remote_write;
 mod retention;
+mod settings;
 mod telnet_put;
 mod ui;

@@ -4,13 +4,16 @@
 //!
 //! ```text
 //! row "c"                        column "salt_buckets"  value = bucket count (1 byte)
+//! row "c"                        column "uid_widths"    value = metric, tagk, tagv UID widths (3 × 1 byte)
 //! row "d" | rowkey               column "t"             value = write time, ms (8 bytes BE u64)
 //! row "s" | tsuid                column "id"            value = series id (4 bytes BE u32)
 //! row "i" | series id (4, BE)    column "tsuid"         value = tsuid bytes
 //! row "l" | series id (4, BE)    column "last"          value = ts_ms (8 bytes BE i64) | raw cell value
 //! ```
 //!
-//! 1. The bucket count is written once, when the database is created, and never changes.
+//! 1. The bucket count and the UID widths are written once, when the database is created (the
+//!    widths also on the first open of a directory made before they were stored, whose UIDs are
+//!    all 3 bytes), and never change.
 //! 2. A data write puts, in the same engine batch as its points: a `d` marker for every data row
 //!    it touches (the row compactor's work list, so it survives a crash), the `s` and `i` rows of
 //!    every series it creates, and the `l` row of every series whose last point it moves.
@@ -23,6 +26,7 @@ use crate::value::Value;
 
 pub(crate) const CONFIG_ROW: &[u8] = b"c";
 pub(crate) const SALT_BUCKETS_COLUMN: &[u8] = b"salt_buckets";
+pub(crate) const UID_WIDTHS_COLUMN: &[u8] = b"uid_widths";
 pub(crate) const DIRTY_PREFIX: u8 = b'd';
 pub(crate) const DIRTY_COLUMN: &[u8] = b"t";
 pub(crate) const SERIES_BY_TSUID_PREFIX: u8 = b's';

@@ -70,8 +70,14 @@ pub struct TsdbOptions {
     pub db: DbOptions,
     /// Options of the data table (TTL = retention).
     pub data_table: TableOptions,
-    /// Salt buckets. Only used when the database is created; afterwards the stored count wins.
-    pub salt_buckets: u8,
+    /// Salt buckets, fixed when the database is created (20 if `None`). Opening an existing
+    /// database with a different count is refused: every rowkey's salt depends on it.
+    pub salt_buckets: Option<u8>,
+    /// UID widths in bytes of metrics, tag keys and tag values (OpenTSDB's
+    /// `tsd.storage.uid.width.*`), fixed when the database is created; `None` takes the stored
+    /// width, or 3 on creation. Only 3 is supported; the widths are stored so a directory
+    /// records what its rowkeys hold.
+    pub uid_widths: [Option<u8>; 3],
     /// Most tags a point may carry (OpenTSDB's `tsd.storage.max_tags`).
     pub max_tags: usize,
     /// Characters allowed in names besides the standard set.
@@ -107,9 +113,8 @@ impl Default for TsdbOptions {
         TsdbOptions {
             db: DbOptions::default(),
             data_table: TableOptions::default(),
-            // OpenTSDB's default bucket count: enough to spread one metric's writes, few enough
-            // that a metric scan stays 20 short range scans.
-            salt_buckets: 20,
+            salt_buckets: None,
+            uid_widths: [None; 3],
             max_tags: 8,
             name_rules: NameRules::default(),
             auto_create_metrics: true,
@@ -207,6 +212,96 @@ pub struct SeriesPoint<'a> {
     pub value: Value,
 }
 
+/// OpenTSDB's default salt bucket count: enough to spread one metric's writes, few enough that
+/// a metric scan stays 20 short range scans.
+const DEFAULT_SALT_BUCKETS: u8 = 20;
+/// The only UID width this version reads and writes, in bytes.
+const SUPPORTED_UID_WIDTH: u8 = crate::uid::UID_LEN as u8;
+
+/// The stored salt bucket count, or on a new database `wanted` (default 20), stored. A
+/// `wanted` count that differs from the stored one is an error, not ignored: the operator
+/// asked for a layout the directory does not have.
+fn fixed_salt_buckets(db: &Db, meta_t: &strata_engine::Table, wanted: Option<u8>) -> Result<u8> {
+    match db.get(meta_t, meta::CONFIG_ROW, meta::SALT_BUCKETS_COLUMN)? {
+        Some(v) => match v[..] {
+            [b] if b > 0 => match wanted {
+                Some(w) if w != b => Err(Error::InvalidArgument(format!(
+                    "salt_buckets is fixed when the database is created: this data directory \
+                     has {b} buckets, the setting asks for {w}; remove the setting or use a new \
+                     data directory"
+                ))),
+                _ => Ok(b),
+            },
+            _ => Err(Error::corruption(
+                "meta row",
+                meta::CONFIG_ROW,
+                "bad salt bucket count",
+            )),
+        },
+        None => {
+            let b = wanted.unwrap_or(DEFAULT_SALT_BUCKETS);
+            if b == 0 || b == u8::MAX {
+                return Err(Error::InvalidArgument(format!(
+                    "salt_buckets must be in 1..=254, got {b}"
+                )));
+            }
+            let mut batch = WriteBatch::new();
+            batch.put(meta_t, meta::CONFIG_ROW, meta::SALT_BUCKETS_COLUMN, &[b]);
+            db.write_sync(&batch)?;
+            Ok(b)
+        }
+    }
+}
+
+/// Checks the wanted UID widths against the stored ones, storing them on a new database (or
+/// one made before widths were stored, whose rowkeys are all 3-byte).
+fn fixed_uid_widths(db: &Db, meta_t: &strata_engine::Table, wanted: [Option<u8>; 3]) -> Result<()> {
+    let names = ["metric", "tagk", "tagv"];
+    let stored = match db.get(meta_t, meta::CONFIG_ROW, meta::UID_WIDTHS_COLUMN)? {
+        Some(v) => match v[..] {
+            [a, b, c] => Some([a, b, c]),
+            _ => {
+                return Err(Error::corruption(
+                    "meta row",
+                    meta::CONFIG_ROW,
+                    "bad UID widths",
+                ));
+            }
+        },
+        None => None,
+    };
+    let have = stored.unwrap_or([SUPPORTED_UID_WIDTH; 3]);
+    for ((name, want), got) in names.iter().zip(wanted).zip(have) {
+        match want {
+            Some(w) if stored.is_some() && w != got => {
+                return Err(Error::InvalidArgument(format!(
+                    "{name}_uid_width is fixed when the database is created: this data \
+                     directory has {got}-byte {name} UIDs, the setting asks for {w}"
+                )));
+            }
+            Some(w) if w != SUPPORTED_UID_WIDTH => {
+                return Err(Error::InvalidArgument(format!(
+                    "{name}_uid_width {w} is not supported: this version stores \
+                     {SUPPORTED_UID_WIDTH}-byte UIDs"
+                )));
+            }
+            _ => {}
+        }
+    }
+    if have != [SUPPORTED_UID_WIDTH; 3] {
+        return Err(Error::InvalidArgument(format!(
+            "this data directory has UID widths {have:?}, and this version reads only \
+             {SUPPORTED_UID_WIDTH}-byte UIDs"
+        )));
+    }
+    if stored.is_none() {
+        let mut batch = WriteBatch::new();
+        batch.put(meta_t, meta::CONFIG_ROW, meta::UID_WIDTHS_COLUMN, &have);
+        db.write_sync(&batch)?;
+    }
+    Ok(())
+}
+
 impl Tsdb {
     /// Opens (creating if needed) the database in `dir`, and rebuilds the series index.
     pub fn open(dir: impl AsRef<Path>, opts: TsdbOptions) -> Result<Tsdb> {
@@ -224,35 +319,8 @@ impl Tsdb {
         let data = db.open_table(DATA_TABLE, data_opts)?;
         let uid = db.open_table(UID_TABLE, TableOptions::default())?;
         let meta_t = db.open_table(META_TABLE, TableOptions::default())?;
-        let buckets = match db.get(&meta_t, meta::CONFIG_ROW, meta::SALT_BUCKETS_COLUMN)? {
-            Some(v) => match v[..] {
-                [b] if b > 0 => b,
-                _ => {
-                    return Err(Error::corruption(
-                        "meta row",
-                        meta::CONFIG_ROW,
-                        "bad salt bucket count",
-                    ));
-                }
-            },
-            None => {
-                if opts.salt_buckets == 0 || opts.salt_buckets == u8::MAX {
-                    return Err(Error::InvalidArgument(format!(
-                        "salt_buckets must be in 1..=254, got {}",
-                        opts.salt_buckets
-                    )));
-                }
-                let mut b = WriteBatch::new();
-                b.put(
-                    &meta_t,
-                    meta::CONFIG_ROW,
-                    meta::SALT_BUCKETS_COLUMN,
-                    &[opts.salt_buckets],
-                );
-                db.write_sync(&b)?;
-                opts.salt_buckets
-            }
-        };
+        let buckets = fixed_salt_buckets(&db, &meta_t, opts.salt_buckets)?;
+        fixed_uid_widths(&db, &meta_t, opts.uid_widths)?;
         let uids = Arc::new(UidTable::open(db.clone(), uid)?);
         policy.set_uids(&uids);
         let index = SeriesIndex::load(&db, &meta_t, buckets)?;
@@ -1211,9 +1279,39 @@ mod tests {
             salt_buckets: b,
             ..TsdbOptions::default()
         };
-        assert!(Tsdb::open(dir.path(), opts(0)).is_err());
-        drop(Tsdb::open(dir.path(), opts(5))?);
-        assert_eq!(Tsdb::open(dir.path(), opts(20))?.salt_buckets(), 5);
+        assert!(Tsdb::open(dir.path(), opts(Some(0))).is_err());
+        drop(Tsdb::open(dir.path(), opts(Some(5)))?);
+        assert_eq!(Tsdb::open(dir.path(), opts(None))?.salt_buckets(), 5);
+        assert_eq!(Tsdb::open(dir.path(), opts(Some(5)))?.salt_buckets(), 5);
+        let err = Tsdb::open(dir.path(), opts(Some(20)))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("fixed when the database is created"), "{err}");
+        assert!(err.contains("has 5 buckets"), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn uid_widths_are_stored_and_only_three_is_accepted() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let opts = |w: [Option<u8>; 3]| TsdbOptions {
+            uid_widths: w,
+            ..TsdbOptions::default()
+        };
+        let err = |w| {
+            Tsdb::open(dir.path(), opts(w))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        let e = err([Some(4), None, None]);
+        assert!(e.contains("metric_uid_width 4 is not supported"), "{e}");
+        drop(Tsdb::open(dir.path(), opts([Some(3), None, Some(3)]))?);
+        drop(Tsdb::open(dir.path(), opts([None; 3]))?);
+        let e = err([None, None, Some(2)]);
+        assert!(e.contains("tagv_uid_width is fixed"), "{e}");
+        assert!(e.contains("3-byte tagv UIDs"), "{e}");
         Ok(())
     }
 }

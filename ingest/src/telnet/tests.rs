@@ -386,12 +386,17 @@ fn commands_dispatch() {
 #[test]
 fn help_lists_commands_in_registration_order() {
     assert_eq!(
-        help_reply(true),
+        help_reply(true, true),
         "available commands: stats dropcaches version exit help put diediedie \n"
     );
     assert_eq!(
-        help_reply(false),
+        help_reply(false, true),
         "available commands: stats dropcaches version exit help put \n"
+    );
+    // A read-only server (OpenTSDB's `tsd.mode=ro`) does not register `put`.
+    assert_eq!(
+        help_reply(false, false),
+        "available commands: stats dropcaches version exit help \n"
     );
 }
 

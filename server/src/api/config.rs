@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use serde_json::{Value as Json, json};
 use strata_tsdb::format_retention;
 
+use strata_engine::Compression;
+
 use crate::config::Cors;
 use crate::resp::{Resp, json_ok};
 use crate::shared::Shared;
@@ -20,7 +22,7 @@ pub(crate) fn settings(shared: &Shared) -> BTreeMap<String, String> {
     let mut set = |k: &str, v: String| {
         m.insert(k.to_string(), v);
     };
-    set("tsd.mode", "rw".into());
+    set("tsd.mode", c.mode.name().into());
     set("tsd.network.bind", c.bind.to_string());
     set("tsd.network.port", c.port.to_string());
     set("tsd.core.connections.limit", c.max_connections.to_string());
@@ -74,12 +76,38 @@ pub(crate) fn settings(shared: &Shared) -> BTreeMap<String, String> {
     set("tsd.http.request.cors_headers", c.cors_headers.clone());
     set("strata.data_dir", c.data_dir.display().to_string());
     set("strata.fsync", c.fsync.clone());
+    set(
+        "strata.compression",
+        match c.compression {
+            Compression::None => "none".into(),
+            Compression::Lz4 => "lz4".into(),
+            Compression::Zstd(level) => format!("zstd:{level}"),
+        },
+    );
+    set("strata.block_size_kb", c.block_size_kb.to_string());
+    set("strata.bloom_filters", c.bloom_filters.to_string());
     set("strata.max_line_bytes", c.max_line_bytes.to_string());
     set("strata.max_body_bytes", c.max_body_bytes.to_string());
     set(
         "strata.rowcompact_grace_secs",
         t.rowcompact_grace.as_secs().to_string(),
     );
+    // Authentication and TLS: whether they are on, and the files' paths (never their contents).
+    set(
+        "tsd.core.authentication.enable",
+        c.auth_file.is_some().to_string(),
+    );
+    let path = |p: Option<&std::path::Path>| p.map(|p| p.display().to_string()).unwrap_or_default();
+    set("strata.auth_file", path(c.auth_file.as_deref()));
+    set(
+        "strata.tls_cert",
+        path(c.tls.as_ref().map(|t| t.cert.as_path())),
+    );
+    set(
+        "strata.tls_key",
+        path(c.tls.as_ref().map(|t| t.key.as_path())),
+    );
+    set("strata.tls_required", c.tls_required.to_string());
     let retention = shared.tsdb.retention();
     set("tsd.storage.retention", format_retention(retention.global));
     set(
