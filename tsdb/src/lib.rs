@@ -21,6 +21,7 @@ mod meta;
 mod name_escape;
 mod point;
 mod point_columns;
+mod policy;
 mod read;
 mod retention;
 mod rowcompact;

@@ -17,11 +17,11 @@ use strata_engine::{
 use crate::cell::{EncodedValue, encode_column, encode_value};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, PointError, Result};
-use crate::expire::{BatchFloors, Policy};
 use crate::fetch::Fetcher;
 use crate::fold::RowFold;
 use crate::meta;
 use crate::point::PointRef;
+use crate::policy::{BatchFloors, Policy};
 use crate::retention::{Retention, format_retention};
 use crate::rowkey::{ROW_SPAN_SECS, Tsuid, base_time_of, encode_rowkey_into, salt_of};
 use crate::series_cache::{CachedSeries, SeriesCache, raw_key};
