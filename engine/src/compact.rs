@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use crate::compaction::{self, Plan, PlanOptions};
 use crate::error::{Error, Result};
+use crate::expiry::{RowExpirer, file_expired};
 use crate::file_name::sst_file_name;
 use crate::fs::AtomicWriteError;
 use crate::inner::Inner;
@@ -75,6 +76,52 @@ impl Inner {
         Ok(())
     }
 
+    /// Expires data by its time without waiting for writes to trigger a compaction: drops
+    /// the files of every table with an expiry hook whose rows have all expired, and rewrites
+    /// the ones holding some expired row (level-0 ones by compacting level 0 into level 1,
+    /// deeper ones alone into their own level).
+    pub(crate) fn expire_due(&self) -> Result<()> {
+        let _compacting = self.compaction.lock();
+        let now = self.opts.clock.now_ms();
+        let files = self.state.read().files.clone();
+        for (&table, levels) in &files.tables {
+            let Some(RowExpirer(hook)) = self.table_options(table).expiry else {
+                continue;
+            };
+            let some_before = hook.some_expired_before(now);
+            let due = |r: &SstReader| {
+                let p = r.properties();
+                file_expired(&*hook, p.max_row_ms, now)
+                    || match r.next_expiry_ms() {
+                        Some(at) => at <= now,
+                        None => some_before.is_some_and(|b| p.min_row_ms < b),
+                    }
+            };
+            let mut plans = Vec::new();
+            if levels.first().is_some_and(|l0| l0.iter().any(|r| due(r)))
+                && let Some(p) = compaction::plan_level0(&files.summaries(table))
+            {
+                plans.push(p);
+            }
+            for (level, files) in levels.iter().enumerate().skip(1) {
+                for r in files.iter().filter(|r| due(r)) {
+                    if plans.iter().any(|p| p.inputs.contains(&r.file_id())) {
+                        continue;
+                    }
+                    plans.push(Plan {
+                        inputs: vec![r.file_id()],
+                        output_level: level,
+                        bottom: false,
+                    });
+                }
+            }
+            for plan in &plans {
+                self.compact(table, plan, &mut |_| {})?;
+            }
+        }
+        Ok(())
+    }
+
     /// Runs one compaction of `table`'s files and installs its outputs. The caller holds
     /// `compaction`, so the inputs stay as planned; flushes may add level-0 files meanwhile,
     /// which hold newer data than any input and are left alone.
@@ -93,6 +140,14 @@ impl Inner {
             .collect();
         let level = u8::try_from(plan.output_level)
             .map_err(|_| Error::InvalidArgument(format!("bad level {}", plan.output_level)))?;
+        // Files whose rows have all expired go without being read.
+        let now = self.opts.clock.now_ms();
+        let (expired, inputs): (Vec<_>, Vec<_>) = match self.table_options(table).expiry {
+            Some(RowExpirer(hook)) => inputs
+                .into_iter()
+                .partition(|r| file_expired(&*hook, r.properties().max_row_ms, now)),
+            None => (Vec::new(), inputs),
+        };
         let mut outputs: Vec<(FileMeta, Arc<SstReader>)> = Vec::new();
         let result =
             self.write_compaction(table, level, &inputs, plan.bottom, &mut outputs, written);
@@ -143,6 +198,12 @@ impl Inner {
         }
         let c = &self.counters;
         c.compactions.fetch_add(1, Ordering::Relaxed);
+        c.expired_files_dropped
+            .fetch_add(expired.len() as u64, Ordering::Relaxed);
+        c.expired_bytes_dropped.fetch_add(
+            expired.iter().map(|r| r.file_bytes()).sum(),
+            Ordering::Relaxed,
+        );
         self.flushed.1.notify_all();
         c.compaction_bytes_written
             .fetch_add(written, Ordering::Relaxed);
@@ -174,6 +235,8 @@ impl Inner {
             .collect();
         let mut rows = Rows::new(sources, false, u64::MAX);
         let opts = self.table_options(table);
+        let now = self.opts.clock.now_ms();
+        let mut expired_rows = 0u64;
         let expired = opts.ttl.map(|ttl| {
             self.opts
                 .clock
@@ -183,7 +246,13 @@ impl Inner {
         let mut open: Option<(u64, String, SstBuilder)> = None;
         let result = (|| -> Result<()> {
             while let Some(row) = rows.next_raw() {
-                let (_, entries) = row?;
+                let (row, entries) = row?;
+                if let Some(RowExpirer(hook)) = &opts.expiry
+                    && hook.row_expires_ms(&row).is_some_and(|at| at <= now)
+                {
+                    expired_rows += 1;
+                    continue;
+                }
                 let kept =
                     compaction::expire(compaction::compact_row(entries, bottom), expired, bottom);
                 if kept.is_empty() {
@@ -229,6 +298,9 @@ impl Inner {
             drop(b);
             self.discard(std::iter::once(id), false);
         }
+        self.counters
+            .expired_rows_dropped
+            .fetch_add(expired_rows, Ordering::Relaxed);
         result
     }
 }

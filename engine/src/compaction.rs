@@ -111,6 +111,12 @@ pub(crate) fn plan(levels: &[Vec<FileSummary>], o: &PlanOptions) -> Option<Plan>
     None
 }
 
+/// A compaction of every level-0 file of a table into level 1 whatever their count (to expire
+/// their rows when no write will trigger one).
+pub(crate) fn plan_level0(levels: &[Vec<FileSummary>]) -> Option<Plan> {
+    plan_with(levels, levels.first()?.iter().collect(), 1)
+}
+
 /// The entries of one row (ascending internal-key order) that a compaction keeps. Works in
 /// place.
 pub(crate) fn compact_row(mut entries: Vec<Entry>, bottom: bool) -> Vec<Entry> {

@@ -219,6 +219,14 @@ impl Db {
         self.inner.compact_all(progress)
     }
 
+    /// Reclaims the space of expired data now (tables with `TableOptions::expiry`): drops
+    /// the files whose rows have all expired without reading them, and rewrites those holding
+    /// some expired row. A caller runs it periodically, since without new writes no
+    /// compaction would come to it.
+    pub fn expire(&self) -> Result<()> {
+        self.inner.expire_due()
+    }
+
     /// Empties the block cache; later reads fill it again from the files.
     pub fn clear_block_cache(&self) {
         self.inner.cache.clear();
@@ -261,6 +269,9 @@ impl Db {
             rows_folded: c.rows_folded.load(Ordering::Relaxed),
             folds_rejected: c.folds_rejected.load(Ordering::Relaxed),
             compactions: c.compactions.load(Ordering::Relaxed),
+            expired_files_dropped: c.expired_files_dropped.load(Ordering::Relaxed),
+            expired_bytes_dropped: c.expired_bytes_dropped.load(Ordering::Relaxed),
+            expired_rows_dropped: c.expired_rows_dropped.load(Ordering::Relaxed),
             compaction_micros: c.compaction_micros.load(Ordering::Relaxed),
             compaction_bytes_written: c.compaction_bytes_written.load(Ordering::Relaxed),
             cache_hits: cache.hits,

@@ -35,6 +35,9 @@ pub(crate) struct Counters {
     pub(crate) compactions: AtomicU64,
     pub(crate) compaction_micros: AtomicU64,
     pub(crate) compaction_bytes_written: AtomicU64,
+    pub(crate) expired_files_dropped: AtomicU64,
+    pub(crate) expired_bytes_dropped: AtomicU64,
+    pub(crate) expired_rows_dropped: AtomicU64,
 }
 
 /// Wakes a background thread (flush, compaction or apply).
@@ -178,7 +181,8 @@ impl Inner {
     ) -> Result<(FileMeta, Arc<SstReader>)> {
         let result = (|| {
             let info = builder.finish()?;
-            let reader = SstReader::open(self.fs.open(name)?, id, Some(self.cache.clone()))?;
+            let mut reader = SstReader::open(self.fs.open(name)?, id, Some(self.cache.clone()))?;
+            reader.set_next_expiry(info.next_expiry_ms);
             Ok((
                 FileMeta {
                     table,

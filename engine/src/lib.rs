@@ -22,6 +22,7 @@ mod compact;
 mod compaction;
 mod db;
 mod error;
+mod expiry;
 mod file_name;
 mod flush;
 mod fold;
@@ -51,6 +52,7 @@ pub use batch::WriteBatch;
 pub use checkpoint::{CheckpointReport, Progress, restore_checkpoint};
 pub use db::Db;
 pub use error::{Error, ErrorKind, Result};
+pub use expiry::{RowExpirer, RowExpiry};
 pub use fold::{FlushFold, FlushFolder, FoldEntry, FoldKind, FoldOut};
 pub use fs::fault::Faults;
 #[cfg(any(test, feature = "testing"))]

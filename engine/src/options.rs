@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::Error;
+use crate::expiry::RowExpirer;
 use crate::fold::FlushFolder;
 use crate::fs::fault::Faults;
 
@@ -160,6 +161,9 @@ pub struct TableOptions {
     pub ttl: Option<Duration>,
     /// Rewrites each row's entries as a flush writes them to level 0 (`fold.rs`).
     pub flush_fold: Option<FlushFolder>,
+    /// Expires rows by their data time (`expiry.rs`): compaction drops expired rows, and
+    /// whole files of them unread.
+    pub expiry: Option<RowExpirer>,
 }
 
 impl Default for TableOptions {
@@ -170,6 +174,7 @@ impl Default for TableOptions {
             filter: FilterMode::Rows,
             ttl: None,
             flush_fold: None,
+            expiry: None,
         }
     }
 }

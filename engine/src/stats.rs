@@ -46,6 +46,13 @@ pub struct EngineStats {
     pub compaction_micros: u64,
     /// Bytes written by compactions.
     pub compaction_bytes_written: u64,
+    /// SST files dropped whole, unread, because all their rows had expired
+    /// (`TableOptions::expiry`).
+    pub expired_files_dropped: u64,
+    /// Bytes of those files.
+    pub expired_bytes_dropped: u64,
+    /// Expired rows compactions left out of the files they wrote.
+    pub expired_rows_dropped: u64,
     /// Block cache hits.
     pub cache_hits: u64,
     /// Block cache misses.

@@ -186,6 +186,13 @@ pub struct ServeArgs {
     /// line, an HTTP client a 400 error, then the connection closes [default: false].
     #[arg(long, env = "STRATA_TLS_REQUIRED", num_args = 0..=1, default_missing_value = "true")]
     pub tls_required: Option<bool>,
+    /// How long points are kept, by their timestamp: a whole number and a unit (ms, s, m, h,
+    /// d, w, n = 30 days, y = 365 days), such as `90d`; `none` or `0` keeps them forever.
+    /// Older points are refused, never returned, and their space is reclaimed. Per-metric
+    /// rules go in the config file as `[[retention_rules]]` with `metric` (a glob with `*`
+    /// and `?`) and `duration`; the first match wins [default: none].
+    #[arg(long, env = "STRATA_RETENTION")]
+    pub retention: Option<String>,
 }
 
 /// The default memtable size in MiB. Since a flush folds each row into one block, small
@@ -270,6 +277,19 @@ struct FileConfig {
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
     tls_required: Option<bool>,
+    retention: Option<String>,
+    #[serde(default)]
+    retention_rules: Vec<FileRetentionRule>,
+}
+
+/// A `[[retention_rules]]` entry of the TOML file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRetentionRule {
+    /// Metric glob (`*`, `?`).
+    metric: String,
+    /// As `--retention`; `none` or `0` keeps the matching metrics forever.
+    duration: String,
 }
 
 /// Which origins may make cross-origin requests.
@@ -353,6 +373,8 @@ pub struct Config {
     pub cors_headers: String,
     /// Whether queries may delete.
     pub allow_delete: bool,
+    /// How long points are kept, globally and per metric.
+    pub retention: strata_tsdb::Retention,
     /// The tokens file; `None` = authentication off.
     pub auth_file: Option<PathBuf>,
     /// The TLS certificate and key files; `None` = no TLS.
@@ -502,6 +524,10 @@ impl Config {
                 _ => anyhow::bail!("tls_cert and tls_key must be set together"),
             },
             tls_required: args.tls_required.or(file.tls_required).unwrap_or(false),
+            retention: retention(
+                args.retention.as_deref().or(file.retention.as_deref()),
+                &file.retention_rules,
+            )?,
         };
         anyhow::ensure!(
             !config.tls_required || config.tls.is_some(),
@@ -547,6 +573,28 @@ impl Config {
         );
         Ok(config)
     }
+}
+
+/// The retention settings: the global duration and the file's rules, in order.
+fn retention(
+    global: Option<&str>,
+    rules: &[FileRetentionRule],
+) -> anyhow::Result<strata_tsdb::Retention> {
+    let parse = |s: &str| strata_tsdb::parse_retention(s).map_err(anyhow::Error::msg);
+    Ok(strata_tsdb::Retention {
+        global: global.map(parse).transpose()?.flatten(),
+        rules: rules
+            .iter()
+            .map(|r| {
+                anyhow::ensure!(!r.metric.is_empty(), "a retention rule has an empty metric");
+                Ok(strata_tsdb::RetentionRule {
+                    metric: r.metric.clone(),
+                    keep: parse(&r.duration)
+                        .with_context(|| format!("retention rule for {:?}", r.metric))?,
+                })
+            })
+            .collect::<anyhow::Result<_>>()?,
+    })
 }
 
 /// The default `block_size_kb`: a 64 KiB block holds about an hour of a few dozen row-compacted
@@ -881,6 +929,55 @@ mod tests {
             (c.memtable_mb, c.cache_mb),
             (DEFAULT_MEMTABLE_MB, DEFAULT_CACHE_MB)
         );
+        Ok(())
+    }
+
+    #[test]
+    fn retention_comes_from_the_flag_or_the_file_with_rules_in_order() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("strata.toml");
+        std::fs::write(
+            &path,
+            "retention = \"30d\"\n[[retention_rules]]\nmetric = \"sys.*\"\nduration = \"2w\"\n\
+             [[retention_rules]]\nmetric = \"audit.*\"\nduration = \"0\"\n",
+        )?;
+        let args = |retention: Option<&str>| ServeArgs {
+            storage: StorageArgs {
+                config: Some(path.clone()),
+                ..StorageArgs::default()
+            },
+            retention: retention.map(String::from),
+            ..ServeArgs::default()
+        };
+        let day = |n: u64| Some(Duration::from_secs(n * 86_400));
+        let c = Config::resolve(&args(None))?;
+        assert_eq!(c.retention.global, day(30));
+        let rules: Vec<_> = c
+            .retention
+            .rules
+            .iter()
+            .map(|r| (r.metric.as_str(), r.keep))
+            .collect();
+        assert_eq!(rules, vec![("sys.*", day(14)), ("audit.*", None)]);
+        assert_eq!(
+            Config::resolve(&args(Some("90d")))?.retention.global,
+            day(90)
+        );
+        assert_eq!(Config::resolve(&args(Some("none")))?.retention.global, None);
+        assert!(Config::resolve(&args(Some("90"))).is_err());
+        assert_eq!(
+            Config::resolve(&ServeArgs::default())?.retention,
+            strata_tsdb::Retention::default()
+        );
+        std::fs::write(
+            &path,
+            "[[retention_rules]]\nmetric = \"a\"\nduration = \"1q\"\n",
+        )?;
+        let e = format!(
+            "{:#}",
+            Config::resolve(&args(None)).err().context("accepted 1q")?
+        );
+        assert!(e.contains("retention rule for \"a\""), "{e}");
         Ok(())
     }
 }

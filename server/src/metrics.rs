@@ -55,8 +55,10 @@ pub mod reason {
     pub(crate) const STORAGE: &str = "storage";
     /// Anything else.
     pub(crate) const OTHER: &str = "other";
+    /// The point was older than its metric's retention.
+    pub(crate) const EXPIRED: &str = "expired";
     /// Every reason, for exporting zeros and for `/api/stats`.
-    pub(crate) const ALL: [&str; 8] = [
+    pub(crate) const ALL: [&str; 9] = [
         BAD_SYNTAX,
         BAD_NAME,
         BAD_TIMESTAMP,
@@ -65,6 +67,7 @@ pub mod reason {
         UNKNOWN_NAME,
         STORAGE,
         OTHER,
+        EXPIRED,
     ];
 }
 
@@ -212,6 +215,9 @@ struct EngineGauges {
     wal_batches_refused: IntGauge,
     flush_errors: IntGauge,
     compaction_errors: IntGauge,
+    expired_files_dropped: IntGauge,
+    expired_dropped_bytes: IntGauge,
+    expired_rows_dropped: IntGauge,
 }
 
 /// Gauges that mirror `TsdbStats` at scrape time.
@@ -416,6 +422,18 @@ impl Metrics {
                 "strata_engine_compaction_errors",
                 "Compactions that failed and were retried.",
             )?,
+            expired_files_dropped: b.gauge(
+                "strata_engine_expired_files_dropped",
+                "SST files deleted unread because all their rows were past the retention.",
+            )?,
+            expired_dropped_bytes: b.gauge(
+                "strata_engine_expired_dropped_bytes",
+                "Bytes of the SST files deleted unread for retention.",
+            )?,
+            expired_rows_dropped: b.gauge(
+                "strata_engine_expired_rows_dropped",
+                "Rows past the retention that compactions left out.",
+            )?,
         };
         let tsdb = TsdbGauges {
             points_written: b.gauge(
@@ -610,6 +628,12 @@ impl Metrics {
             .set(gauge_value(e.wal_batches_refused));
         g.flush_errors.set(gauge_value(e.flush_errors));
         g.compaction_errors.set(gauge_value(e.compaction_errors));
+        g.expired_files_dropped
+            .set(gauge_value(e.expired_files_dropped));
+        g.expired_dropped_bytes
+            .set(gauge_value(e.expired_bytes_dropped));
+        g.expired_rows_dropped
+            .set(gauge_value(e.expired_rows_dropped));
 
         let s = tsdb.stats();
         let t = &self.tsdb;
@@ -623,6 +647,7 @@ impl Metrics {
             (reason::UNKNOWN_NAME, s.rejected_unknown_name),
             (reason::STORAGE, s.rejected_storage),
             (reason::OTHER, s.rejected_other),
+            (reason::EXPIRED, s.rejected_expired),
         ] {
             t.points_rejected
                 .with_label_values(&[r])
@@ -663,6 +688,7 @@ pub fn rejection_reason(r: Rejection) -> &'static str {
         Rejection::Value => reason::BAD_VALUE,
         Rejection::UnknownName => reason::UNKNOWN_NAME,
         Rejection::Storage => reason::STORAGE,
+        Rejection::Expired => reason::EXPIRED,
         _ => reason::OTHER,
     }
 }

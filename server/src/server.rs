@@ -16,6 +16,11 @@ use crate::metrics::Metrics;
 use crate::shared::Shared;
 use crate::{http, telnet};
 
+/// How often retention is applied without new writes. Rows expire by the hour, so a pass
+/// an hour frees each expired hour about an hour late at most; the pass itself only compares
+/// file properties unless something has expired.
+const EXPIRE_INTERVAL: Duration = Duration::from_secs(3600);
+
 /// Serves until SIGINT or SIGTERM, then stops accepting, lets connections finish, and returns.
 pub async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()> {
     let addr = (config.bind, config.port);
@@ -61,6 +66,13 @@ pub async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()
     let rowcompactor = tsdb
         .spawn_rowcompactor(Duration::from_secs(10))
         .context("starting the row compactor")?;
+    let expirer = match tsdb.retention().is_forever() {
+        true => None,
+        false => Some(
+            tsdb.spawn_expirer(EXPIRE_INTERVAL)
+                .context("starting the retention thread")?,
+        ),
+    };
     let mut tasks = tokio::task::JoinSet::new();
     tokio::pin!(signal);
     loop {
@@ -117,6 +129,7 @@ pub async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()
     }
     drop(shared);
     tokio::task::block_in_place(|| drop(rowcompactor));
+    tokio::task::block_in_place(|| drop(expirer));
     tokio::task::block_in_place(|| tsdb.sync()).context("syncing the WAL at shutdown")?;
     info!("stopped");
     Ok(())

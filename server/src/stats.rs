@@ -147,6 +147,7 @@ fn rpc_stats(m: &Metrics) -> Vec<Stat> {
                 reason::BAD_TIMESTAMP,
                 reason::BAD_TAGS,
                 reason::OTHER,
+                reason::EXPIRED,
             ][..],
         ),
         ("unknown_metrics", &[reason::UNKNOWN_NAME][..]),

@@ -31,6 +31,7 @@ pub(crate) fn open_tsdb(config: &Config) -> anyhow::Result<strata_tsdb::Tsdb> {
     opts.auto_create_metrics = config.auto_create_metrics;
     opts.auto_create_tagks = config.auto_create_tagks;
     opts.auto_create_tagvs = config.auto_create_tagvs;
+    opts.retention = config.retention.clone();
     let tsdb = strata_tsdb::Tsdb::open(&config.data_dir, opts)
         .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
     tracing::info!(

@@ -20,6 +20,7 @@ mod promql;
 mod protocol;
 mod readme_tour;
 mod remote_write;
+mod retention;
 mod settings;
 mod telnet_put;
 mod ui;

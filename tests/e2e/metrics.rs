@@ -55,7 +55,7 @@ fn request(
 }
 
 /// Sends telnet lines, then `version` as a barrier, and returns the reply lines before it.
-fn telnet(server: &Server, lines: &str) -> anyhow::Result<Vec<String>> {
+pub(crate) fn telnet(server: &Server, lines: &str) -> anyhow::Result<Vec<String>> {
     let mut conn = server.connect()?;
     conn.write_all(lines.as_bytes())?;
     conn.write_all(b"version\n")?;

@@ -119,6 +119,18 @@ pub enum PointError {
         /// What the name is, as in [`PointError::IllegalCharacter`].
         what: String,
     },
+    /// The point is already older than its metric's retention, so it would never be read.
+    #[error(
+        "point is older than the retention of {retention} for metric={metric} timestamp={timestamp}"
+    )]
+    Expired {
+        /// The point's metric.
+        metric: String,
+        /// The timestamp as sent.
+        timestamp: i64,
+        /// The metric's retention, as configured (`90d`).
+        retention: String,
+    },
 }
 
 impl PointError {
@@ -135,6 +147,7 @@ impl PointError {
                 Rejection::Timestamp
             }
             PointError::NotFinite { .. } => Rejection::Value,
+            PointError::Expired { .. } => Rejection::Expired,
         }
     }
 }
@@ -158,6 +171,8 @@ pub enum Rejection {
     UnknownName,
     /// Storage failed to commit the point.
     Storage,
+    /// The point was older than its metric's retention.
+    Expired,
     /// Anything else.
     Other,
 }

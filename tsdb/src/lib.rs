@@ -4,11 +4,13 @@
 //! series index, the write and read paths, and the row compactor (`rowcompact`).
 
 mod annotation;
+mod background;
 mod block;
 mod cell;
 mod clock;
 mod delete;
 mod error;
+mod expire;
 mod fetch;
 mod filter;
 mod fold;
@@ -20,7 +22,9 @@ mod meta;
 mod name_escape;
 mod point;
 mod point_columns;
+mod policy;
 mod read;
+mod retention;
 mod rowcompact;
 mod rowkey;
 mod series_cache;
@@ -38,6 +42,7 @@ mod value;
 pub use annotation::{Annotation, annotation_time_ms};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{BlockError, Error, ErrorKind, PointError, Rejection, Result};
+pub use expire::Expirer;
 pub use filter::{Filter, FilterKind};
 pub use forget::PurgeReport;
 pub use fsck::{
@@ -48,6 +53,7 @@ pub use name_escape::{escape_name, unescape_name};
 pub use point::{Point, PointRef};
 pub use point_columns::{PointColumns, ValueColumn};
 pub use read::{ReadRequest, Series, SeriesColumns, SeriesPoints};
+pub use retention::{Retention, RetentionRule, format_retention, glob_match, parse_retention};
 pub use rowcompact::{RowCompactStats, RowCompactor};
 pub use rowkey::{ROW_SPAN_SECS, RowKey, Tsuid, salt_of};
 pub use stats::TsdbStats;

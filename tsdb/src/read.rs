@@ -8,7 +8,7 @@ use strata_engine::Cell;
 use crate::block::{block_len, decode_block, decode_block_into_columns};
 use crate::cell::{RowParts, decode_column, decode_row, decode_value};
 use crate::error::{Error, Result};
-use crate::fetch::{Plan, ROW_SPAN_MS};
+use crate::fetch::{FoundRow, Plan, ROW_SPAN_MS};
 use crate::filter::Filter;
 use crate::point_columns::{ColumnKind, PointColumns};
 use crate::rowkey::{ROW_SPAN_SECS, Tsuid, base_time_of};
@@ -149,6 +149,11 @@ impl Tsdb {
         if !exact && let Some(known) = last {
             last = Some(self.refine_last(id, known)?);
         }
+        if let (Some((ts, _)), Some(floor)) = (last, self.policy().floor_ms(tsuid.metric()))
+            && ts < floor
+        {
+            last = None;
+        }
         let (metric, tags) = self.names_of(&tsuid)?;
         Ok(Some(SeriesInfo {
             id,
@@ -242,11 +247,17 @@ impl Tsdb {
             }
         };
         let (start_ms, end_ms) = (req.start_ms, req.end_ms);
+        // Expired points are never returned: no row is read before the oldest data any metric
+        // keeps, and each series' points start at its own metric's retention.
+        let policy = self.policy();
+        let fetch_start = policy
+            .oldest_kept_ms()
+            .map_or(start_ms, |f| start_ms.max(f));
         let snap = self.store().db.snapshot();
         let mut rows = self.fetcher().fetch_rows(
             &snap,
             ids,
-            start_ms,
+            fetch_start,
             end_ms,
             (plan, req.request_series_hours),
         )?;
@@ -257,12 +268,31 @@ impl Tsdb {
         let mut npoints = 0u64;
         let mut points = P::take_buffer();
         for group in rows.chunk_by(|a, b| a.id == b.id) {
+            let id = group[0].id;
+            let Some(tsuid) = self
+                .index()
+                .read()
+                .series
+                .get(id as usize)
+                .map(|s| s.tsuid.clone())
+            else {
+                continue;
+            };
+            let start_ms = policy
+                .floor_ms(tsuid.metric())
+                .map_or(start_ms, |f| start_ms.max(f));
+            // Rows wholly before the series' retention are left out, and a series with no
+            // other row is not returned at all.
+            let live = |r: &&FoundRow| i64::from(r.base_time) * 1000 + ROW_SPAN_MS > start_ms;
+            if !group.iter().any(|r| live(&r)) {
+                continue;
+            }
             let capacity: usize = group.iter().map(|r| row_len_hint(&r.row.cells)).sum();
             points.clear();
             points.reserve(capacity);
             // Each row's points are in order; the series is if every row starts after the last.
             let mut sorted = true;
-            for r in group {
+            for r in group.iter().filter(live) {
                 let before = points.len();
                 let prev_last = before.checked_sub(1).map(|i| points.ts(i));
                 points.append_row(r.base_time, &r.row.cells)?;
@@ -282,16 +312,6 @@ impl Tsdb {
                 points.sort();
             }
             npoints += points.len() as u64;
-            let id = group[0].id;
-            let Some(tsuid) = self
-                .index()
-                .read()
-                .series
-                .get(id as usize)
-                .map(|s| s.tsuid.clone())
-            else {
-                continue;
-            };
             let (metric, tags) = self.names_of(&tsuid)?;
             let mut series = Series {
                 id,

@@ -27,13 +27,12 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::Bytes;
-use parking_lot::{Condvar, Mutex};
 use strata_engine::{Row, ScanOptions, Snapshot, Table, WriteBatch};
 
+use crate::background::{Background, Stop};
 use crate::block::encode_block;
 use crate::cell::{RowParts, decode_row};
 use crate::error::{Error, Result};
@@ -175,20 +174,11 @@ impl Tsdb {
     /// Starts a thread that runs [`Tsdb::rowcompact`] every `interval`, in passes of a few
     /// hundred rows, until the returned handle is dropped.
     pub fn spawn_rowcompactor(&self, interval: Duration) -> Result<RowCompactor> {
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let db = self.clone();
-        let s = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("rowcompact".into())
-            .spawn(move || {
-                strata_engine::priority::lower_current_thread();
-                run_background(&db, interval, &s)
-            })
-            .map_err(|e| Error::InvalidArgument(format!("cannot start rowcompact thread: {e}")))?;
-        Ok(RowCompactor {
-            stop,
-            thread: Some(thread),
-        })
+        let thread = Background::spawn("rowcompact", move |stop| {
+            run_background(&db, interval, stop)
+        })?;
+        Ok(RowCompactor { _thread: thread })
     }
 
     /// One walk of at most `max_rows` closed dirty rows, starting after `start_after` (a marker
@@ -474,20 +464,7 @@ fn same_scan(a: &Candidate, b: &Candidate) -> bool {
 /// thread (after its current pass) and waits for it.
 #[derive(Debug)]
 pub struct RowCompactor {
-    stop: Arc<(Mutex<bool>, Condvar)>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Drop for RowCompactor {
-    fn drop(&mut self) {
-        *self.stop.0.lock() = true;
-        self.stop.1.notify_all();
-        if let Some(t) = self.thread.take()
-            && t.join().is_err()
-        {
-            tracing::warn!("rowcompact thread panicked");
-        }
-    }
+    _thread: Background,
 }
 
 /// Background rows per pass: short passes keep the write lock free most of the time.
@@ -501,17 +478,11 @@ const RETRY_FIRST: Duration = Duration::from_millis(100);
 /// The longest wait between background passes that fail.
 const RETRY_MAX: Duration = Duration::from_secs(10);
 
-fn run_background(db: &Tsdb, interval: Duration, stop: &(Mutex<bool>, Condvar)) {
+fn run_background(db: &Tsdb, interval: Duration, stop: &Stop) {
     let mut retry: Option<Duration> = None;
     loop {
-        {
-            let mut stopped = stop.0.lock();
-            if !*stopped {
-                stop.1.wait_for(&mut stopped, retry.unwrap_or(interval));
-            }
-            if *stopped {
-                return;
-            }
+        if stop.wait(retry.unwrap_or(interval)) {
+            return;
         }
         loop {
             match db.rowcompact(BACKGROUND_PASS_ROWS) {
@@ -533,7 +504,7 @@ fn run_background(db: &Tsdb, interval: Duration, stop: &(Mutex<bool>, Condvar)) 
                     break;
                 }
             }
-            if *stop.0.lock() {
+            if stop.is_stopped() {
                 return;
             }
         }

@@ -3,7 +3,7 @@
 //! Persisted in table `meta` (see `meta.rs`) and rebuilt from it on open; the in-memory state
 //! after a rebuild equals the state before the restart.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::FxHashMap;
 
@@ -45,6 +45,11 @@ pub(crate) struct SeriesIndex {
     pub(crate) by_tsuid: FxHashMap<Tsuid, u32>,
     pub(crate) by_metric: BTreeMap<Uid, RoaringBitmap>,
     pub(crate) by_tag: BTreeMap<Uid, TagPostings>,
+    /// Series whose data has all expired (`retire`): out of the postings until a new point.
+    /// Not persisted; the expiry sweep finds them again after a restart.
+    pub(crate) retired: RoaringBitmap,
+    /// Names, per [`UidKind::index`], whose every series is retired: suggest leaves them out.
+    pub(crate) retired_names: [BTreeSet<Uid>; 3],
 }
 
 /// Adds `id` to a posting list. New ids are always the largest yet, so this is an append.
@@ -164,6 +169,8 @@ impl SeriesIndex {
         if self.by_tsuid.get(&tsuid) == Some(&id) {
             self.by_tsuid.remove(&tsuid);
         }
+        // A deleted series is not revived by a new point: that point makes a new series.
+        self.retired.remove(id);
     }
 
     /// Whether series `id` is live: in the index and not deleted.
@@ -173,17 +180,96 @@ impl SeriesIndex {
             .is_some_and(|s| self.by_tsuid.get(&s.tsuid) == Some(&id))
     }
 
-    /// How many live series use `uid` as a `kind`.
+    /// How many live series use `uid` as a `kind`, counting those retired for expired data:
+    /// they keep their TSUID, and a new point brings them back.
     pub(crate) fn uses(&self, kind: UidKind, uid: Uid) -> u64 {
-        match kind {
-            UidKind::Metric => self.by_metric.get(&uid).map_or(0, RoaringBitmap::len),
-            UidKind::Tagk => self.by_tag.get(&uid).map_or(0, |p| p.all.len()),
-            UidKind::Tagv => self
-                .by_tag
-                .values()
-                .filter_map(|p| p.by_value.get(&uid))
-                .map(RoaringBitmap::len)
-                .sum(),
+        let retired = self
+            .retired
+            .iter()
+            .filter_map(|id| self.series.get(id as usize))
+            .filter(|s| match kind {
+                UidKind::Metric => s.tsuid.metric() == uid,
+                UidKind::Tagk => s.tsuid.tags().any(|(k, _)| k == uid),
+                UidKind::Tagv => s.tsuid.tags().any(|(_, v)| v == uid),
+            })
+            .count() as u64;
+        retired
+            + match kind {
+                UidKind::Metric => self.by_metric.get(&uid).map_or(0, RoaringBitmap::len),
+                UidKind::Tagk => self.by_tag.get(&uid).map_or(0, |p| p.all.len()),
+                UidKind::Tagv => self
+                    .by_tag
+                    .values()
+                    .filter_map(|p| p.by_value.get(&uid))
+                    .map(RoaringBitmap::len)
+                    .sum(),
+            }
+    }
+
+    /// Takes the series `ids` out of the postings, for their data has expired: lookups and
+    /// suggestions stop finding them (and names left with no series), but a series keeps its
+    /// id, so a new point of it [`SeriesIndex::revive`]s it.
+    pub(crate) fn retire(&mut self, ids: &RoaringBitmap) {
+        let ids = ids - &self.retired;
+        if ids.is_empty() {
+            return;
+        }
+        let mut names: [BTreeSet<Uid>; 3] = Default::default();
+        for id in &ids {
+            let Some(s) = self.series.get(id as usize) else {
+                continue;
+            };
+            let m = s.tsuid.metric();
+            if let Some(p) = self.by_metric.get_mut(&m) {
+                p.remove(id);
+            }
+            names[UidKind::Metric.index()].insert(m);
+            for (k, v) in s.tsuid.tags() {
+                if let Some(p) = self.by_tag.get_mut(&k) {
+                    p.all.remove(id);
+                    if let Some(b) = p.by_value.get_mut(&v) {
+                        b.remove(id);
+                    }
+                }
+                names[UidKind::Tagk.index()].insert(k);
+                names[UidKind::Tagv.index()].insert(v);
+            }
+        }
+        self.retired |= ids;
+        let [metrics, tagks, tagvs] = names;
+        let gone = |p: Option<&RoaringBitmap>| p.is_none_or(|p| p.is_empty());
+        let out = &mut self.retired_names;
+        out[UidKind::Metric.index()]
+            .extend(metrics.into_iter().filter(|m| gone(self.by_metric.get(m))));
+        out[UidKind::Tagk.index()].extend(
+            tagks
+                .into_iter()
+                .filter(|k| gone(self.by_tag.get(k).map(|p| &p.all))),
+        );
+        out[UidKind::Tagv.index()].extend(
+            tagvs
+                .into_iter()
+                .filter(|v| self.by_tag.values().all(|p| gone(p.by_value.get(v)))),
+        );
+    }
+
+    /// Puts a retired series back in the postings (it has a new point).
+    pub(crate) fn revive(&mut self, id: u32) {
+        if !self.retired.remove(id) {
+            return;
+        }
+        let Some(s) = self.series.get(id as usize) else {
+            return;
+        };
+        let m = s.tsuid.metric();
+        self.by_metric.entry(m).or_default().insert(id);
+        self.retired_names[UidKind::Metric.index()].remove(&m);
+        for (k, v) in s.tsuid.tags() {
+            let p = self.by_tag.entry(k).or_default();
+            p.all.insert(id);
+            p.by_value.entry(v).or_default().insert(id);
+            self.retired_names[UidKind::Tagk.index()].remove(&k);
+            self.retired_names[UidKind::Tagv.index()].remove(&v);
         }
     }
 
@@ -278,6 +364,29 @@ mod tests {
             vec![0, 2]
         );
         assert_eq!(idx.id(&idx.series[1].tsuid.clone()), Some(1));
+        Ok(())
+    }
+
+    /// A series retired for expired data still holds its names (`strata uid delete` must not
+    /// take them away under it); a deleted one holds nothing and is not revived.
+    #[test]
+    fn retired_series_count_as_uses_and_deleted_ones_stay_gone() -> Result<()> {
+        let mut idx = SeriesIndex::default();
+        let a = idx.insert(Tsuid::new(uid(1), &mut [(uid(2), uid(3))])?, 20);
+        idx.retire(&RoaringBitmap::from_iter([a]));
+        assert!(!idx.by_metric.get(&uid(1)).is_some_and(|p| p.contains(a)));
+        assert_eq!(idx.uses(UidKind::Metric, uid(1)), 1);
+        assert_eq!(idx.uses(UidKind::Tagk, uid(2)), 1);
+        assert_eq!(idx.uses(UidKind::Tagv, uid(3)), 1);
+        idx.forget(a);
+        assert_eq!(idx.uses(UidKind::Metric, uid(1)), 0);
+        idx.revive(a);
+        assert_eq!(
+            idx.uses(UidKind::Metric, uid(1)),
+            0,
+            "a deleted series stays gone"
+        );
+        assert!(!idx.is_live(a));
         Ok(())
     }
 }

@@ -17,6 +17,7 @@ pub(crate) struct Stats {
     rejected_unknown_name: AtomicU64,
     rejected_storage: AtomicU64,
     rejected_other: AtomicU64,
+    rejected_expired: AtomicU64,
     uids_metrics: AtomicU64,
     uids_tagk: AtomicU64,
     uids_tagv: AtomicU64,
@@ -50,6 +51,8 @@ pub struct TsdbStats {
     pub rejected_storage: u64,
     /// Points rejected for any other reason (UID exhaustion, ...).
     pub rejected_other: u64,
+    /// Points rejected because they were older than their metric's retention.
+    pub rejected_expired: u64,
     /// Metric UIDs assigned since open.
     pub uids_assigned_metrics: u64,
     /// Tag-key UIDs assigned since open.
@@ -89,6 +92,7 @@ impl Stats {
             Rejection::Value => &self.rejected_not_finite,
             Rejection::UnknownName => &self.rejected_unknown_name,
             Rejection::Storage => &self.rejected_storage,
+            Rejection::Expired => &self.rejected_expired,
             _ => &self.rejected_other,
         };
         c.fetch_add(1, Relaxed);
@@ -134,6 +138,7 @@ impl Stats {
             rejected_unknown_name: self.rejected_unknown_name.load(Relaxed),
             rejected_storage: self.rejected_storage.load(Relaxed),
             rejected_other: self.rejected_other.load(Relaxed),
+            rejected_expired: self.rejected_expired.load(Relaxed),
             uids_assigned_metrics: self.uids_metrics.load(Relaxed),
             uids_assigned_tagk: self.uids_tagk.load(Relaxed),
             uids_assigned_tagv: self.uids_tagv.load(Relaxed),

@@ -10,15 +10,19 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
-use strata_engine::{Db, DbOptions, EngineStats, FlushFolder, TableOptions, WriteBatch};
+use strata_engine::{
+    Db, DbOptions, EngineStats, FlushFolder, RowExpirer, TableOptions, WriteBatch,
+};
 
 use crate::cell::{EncodedValue, encode_column, encode_value};
 use crate::clock::{Clock, SystemClock};
-use crate::error::{Error, Result};
+use crate::error::{Error, PointError, Result};
 use crate::fetch::Fetcher;
 use crate::fold::RowFold;
 use crate::meta;
 use crate::point::PointRef;
+use crate::policy::{BatchFloors, Policy};
+use crate::retention::{Retention, format_retention};
 use crate::rowkey::{ROW_SPAN_SECS, Tsuid, base_time_of, encode_rowkey_into, salt_of};
 use crate::series_cache::{CachedSeries, SeriesCache, raw_key};
 use crate::series_index::SeriesIndex;
@@ -99,6 +103,9 @@ pub struct TsdbOptions {
     /// (`fold.rs`; default true). Off, every point reaches the engine's files as its own cell
     /// until the row compactor folds its hour.
     pub fold_on_flush: bool,
+    /// How long points are kept, by data time and per metric (`retention.rs`; default
+    /// forever).
+    pub retention: Retention,
 }
 
 impl Default for TsdbOptions {
@@ -119,6 +126,7 @@ impl Default for TsdbOptions {
             rowcompact_grace: Duration::from_secs(600),
             rowcompact_settle: Duration::ZERO,
             fold_on_flush: true,
+            retention: Retention::default(),
         }
     }
 }
@@ -150,7 +158,9 @@ pub struct Tsdb {
 #[derive(Debug)]
 struct Inner {
     store: Store,
-    uids: UidTable,
+    uids: Arc<UidTable>,
+    /// Retention resolved per metric; also the data table's expiry hook.
+    policy: Arc<Policy>,
     index: RwLock<SeriesIndex>,
     /// Raw metric and tags → resolved series, for the write path.
     series_cache: SeriesCache,
@@ -299,6 +309,10 @@ impl Tsdb {
         db_opts.clock = opts.clock.clone();
         let db = Db::open(dir, db_opts)?;
         let mut data_opts = opts.data_table.clone();
+        // Set even when nothing expires, so files record their rows' times and retention set
+        // later can drop them whole.
+        let policy = Arc::new(Policy::new(opts.retention.clone(), opts.clock.clone()));
+        data_opts.expiry = Some(RowExpirer(policy.clone()));
         if opts.fold_on_flush {
             data_opts.flush_fold = Some(FlushFolder(Arc::new(RowFold)));
         }
@@ -307,7 +321,8 @@ impl Tsdb {
         let meta_t = db.open_table(META_TABLE, TableOptions::default())?;
         let buckets = fixed_salt_buckets(&db, &meta_t, opts.salt_buckets)?;
         fixed_uid_widths(&db, &meta_t, opts.uid_widths)?;
-        let uids = UidTable::open(db.clone(), uid)?;
+        let uids = Arc::new(UidTable::open(db.clone(), uid)?);
+        policy.set_uids(&uids);
         let index = SeriesIndex::load(&db, &meta_t, buckets)?;
         tracing::info!(
             series = index.len(),
@@ -326,6 +341,7 @@ impl Tsdb {
                     writes: Mutex::new(WriteState::default()),
                 },
                 uids,
+                policy,
                 index: RwLock::new(index),
                 series_cache: SeriesCache::new(SERIES_CACHE_ENTRIES),
                 rowcompact_cursor: Mutex::new(None),
@@ -382,7 +398,8 @@ impl Tsdb {
     /// become visible shortly after it returns, in order with every other write, and
     /// [`Tsdb::settle`] waits for them. The caller meanwhile goes on with its next batch.
     pub fn write_series(&self, points: &[SeriesPoint<'_>]) -> Vec<Result<()>> {
-        let prepared = points.iter().map(|p| {
+        let mut floors = BatchFloors::new(&self.inner.policy);
+        let prepared = points.iter().map(move |p| {
             let series = &*p.series.series;
             let check = |metric: &str, tags: &[(String, String)]| {
                 let enc = prepare_value(p.value, p.timestamp, metric)?;
@@ -397,6 +414,9 @@ impl Tsdb {
                     check(&metric, &tags)?
                 }
             };
+            self.check_retention(&mut floors, &series.tsuid, ts_ms, p.timestamp, || {
+                self.names_of(&series.tsuid).map(|(m, _)| m)
+            })?;
             Ok(Prepared {
                 series,
                 ts_ms,
@@ -579,6 +599,9 @@ impl Tsdb {
                         s.last = Some(u.point);
                         s.last_exact |= u.new_row;
                     }
+                    if !index.retired.is_empty() {
+                        index.revive(id);
+                    }
                 }
                 drop(index);
                 drop(state);
@@ -616,6 +639,7 @@ impl Tsdb {
         let mut key = Vec::with_capacity(128);
         // One read lock for the whole batch; released only to add a series.
         let mut cache = Some(self.inner.series_cache.reader());
+        let mut floors = BatchFloors::new(&self.inner.policy);
         points
             .iter()
             .map(|p| {
@@ -634,6 +658,9 @@ impl Tsdb {
                         self.inner.series_cache.insert(&key, tsuid, salt)
                     }
                 };
+                self.check_retention(&mut floors, &series.tsuid, ts_ms, p.timestamp, || {
+                    Ok(p.metric.to_string())
+                })?;
                 Ok(Prepared {
                     series,
                     ts_ms,
@@ -721,8 +748,9 @@ impl Tsdb {
             .name_rules
             .check(new, || kind.as_str().to_string())?;
         self.inner.uids.rename(kind, old, new)?;
-        // A name may now resolve to another UID.
+        // A name may now resolve to another UID, and a metric to another retention rule.
         self.inner.series_cache.clear();
+        self.inner.policy.forget();
         Ok(())
     }
 
@@ -737,9 +765,23 @@ impl Tsdb {
         Ok(())
     }
 
-    /// Up to `max` names of `kind` starting with `prefix`, sorted (`/api/suggest`).
+    /// Up to `max` names of `kind` starting with `prefix`, sorted (`/api/suggest`). Names
+    /// whose every series has expired are left out (see [`Tsdb::expire`]).
     pub fn suggest(&self, kind: UidKind, prefix: &str, max: usize) -> Vec<String> {
-        self.inner.uids.suggest(kind, prefix, max)
+        let index = self.inner.index.read();
+        let retired = &index.retired_names[kind.index()];
+        if retired.is_empty() {
+            return self.inner.uids.suggest(kind, prefix, max);
+        }
+        let mut names = self.inner.uids.suggest(kind, prefix, usize::MAX);
+        names.retain(|n| {
+            self.inner
+                .uids
+                .get(kind, n)
+                .is_none_or(|u| !retired.contains(&u))
+        });
+        names.truncate(max);
+        names
     }
 
     /// The salt bucket count fixed at creation.
@@ -814,6 +856,42 @@ impl Tsdb {
     /// The engine's counters, for `/metrics` and `/api/stats`.
     pub fn engine_stats(&self) -> EngineStats {
         self.inner.store.db.stats()
+    }
+
+    /// Refuses a point of `tsuid` at `ts_ms` (sent as `timestamp`) older than its metric's
+    /// retention; `metric` names the metric for the error.
+    fn check_retention(
+        &self,
+        floors: &mut BatchFloors<'_>,
+        tsuid: &Tsuid,
+        ts_ms: i64,
+        timestamp: i64,
+        metric: impl FnOnce() -> Result<String>,
+    ) -> Result<()> {
+        let policy = &self.inner.policy;
+        match floors.floor_ms(tsuid.metric()) {
+            Some(floor) if ts_ms < floor => Err(PointError::Expired {
+                metric: metric()?,
+                timestamp,
+                retention: format_retention(
+                    policy
+                        .keep_ms(tsuid.metric())
+                        .map(std::time::Duration::from_millis),
+                ),
+            }
+            .into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The retention policy, for the read path and the expiry sweep.
+    pub(crate) fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    /// The retention the database was opened with.
+    pub fn retention(&self) -> &Retention {
+        self.inner.policy.retention()
     }
 
     /// The engine tables and the writers' lock, for the modules that add reads, deletes, row

@@ -10,6 +10,7 @@ use crate::block::BlockBuilder;
 use crate::block::trailer;
 use crate::bloom::{BloomBuilder, cell_key};
 use crate::error::{Error, Result};
+use crate::expiry::{RowExpirer, RowTimes};
 use crate::fs::WritableFile;
 use crate::key::{Entry, EntryKind, InternalKey};
 use crate::options::{Compression, FilterMode, TableOptions};
@@ -21,6 +22,8 @@ pub(crate) struct SstInfo {
     pub(crate) file_bytes: u64,
     /// The file's properties block.
     pub(crate) properties: Properties,
+    /// When its first row expires, by the table's hook (`u64::MAX`: never).
+    pub(crate) next_expiry_ms: u64,
 }
 
 /// Writes one SST file. Feed it entries in strictly ascending [`InternalKey`] order, then call
@@ -39,6 +42,8 @@ pub(crate) struct SstBuilder {
     rows: BloomBuilder,
     cells: BloomBuilder,
     props: Properties,
+    expiry: Option<RowExpirer>,
+    times: RowTimes,
     /// Bytes written so far.
     offset: u64,
     scratch: Vec<u8>,
@@ -64,6 +69,8 @@ impl SstBuilder {
             rows: BloomBuilder::new(),
             cells: BloomBuilder::new(),
             props: Properties::empty(creation_ms),
+            expiry: opts.expiry.clone(),
+            times: RowTimes::empty(),
             offset: 0,
             scratch: Vec::new(),
         }
@@ -91,6 +98,9 @@ impl SstBuilder {
                 EntryKind::DeleteRow => self.cells.add(&filter::row_marker_key(&key.row)),
                 _ => self.cells.add(&cell_key(&key.row, &key.column)),
             }
+        }
+        if self.props.entry_count == 0 || self.props.last_row != key.row {
+            self.times.observe(self.expiry.as_ref(), &key.row);
         }
         self.props.observe(entry);
         self.block.add(entry);
@@ -136,6 +146,8 @@ impl SstBuilder {
     pub(crate) fn finish(mut self) -> Result<SstInfo> {
         self.flush_block()?;
         self.props.data_block_count = self.index.len() as u64;
+        self.props.min_row_ms = self.times.min_row_ms;
+        self.props.max_row_ms = self.times.max_row_ms;
         let index = self.write_block(&index::encode(&self.index), Compression::None)?;
         let filter_raw = filter::encode(self.filter_mode, &mut self.rows, &mut self.cells);
         let filter = self.write_block(&filter_raw, Compression::None)?;
@@ -144,6 +156,7 @@ impl SstBuilder {
             index,
             filter,
             props,
+            version: super::footer::FORMAT_VERSION,
         }
         .encode();
         self.file.append(&footer)?;
@@ -152,6 +165,7 @@ impl SstBuilder {
         Ok(SstInfo {
             file_bytes: self.offset,
             properties: self.props,
+            next_expiry_ms: self.times.next_expiry_ms,
         })
     }
 }

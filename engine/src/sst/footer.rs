@@ -10,7 +10,7 @@
 //! 24       8     filter_len     u64 BE
 //! 32       8     props_offset   u64 BE
 //! 40       8     props_len      u64 BE
-//! 48       4     format_version u32 BE   (2; version 1 is still read)
+//! 48       4     format_version u32 BE   (3; versions 1 and 2 are still read)
 //! 52       4     magic          b"STSB"
 //! 56       8     checksum       u64 BE = xxh3_64(bytes 0..56)
 //! ```
@@ -36,7 +36,9 @@ pub(crate) const MAGIC: [u8; 4] = *b"STSB";
 /// - 2: same layout; data block entries never share column bytes with the previous entry
 ///   (`shared <= row_len`, see `crate::block`), so readers can hand out columns as slices of
 ///   the block. Readers do not rely on it: they check it per entry.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+/// - 3: the properties block ends with the rows' data-time bounds (`min_row_ms`,
+///   `max_row_ms`, see `super::properties`), so expired files are dropped unread.
+pub(crate) const FORMAT_VERSION: u32 = 3;
 /// The oldest format version this code reads.
 pub(crate) const OLDEST_READABLE_VERSION: u32 = 1;
 
@@ -67,6 +69,9 @@ pub(crate) struct Footer {
     pub(crate) filter: BlockHandle,
     /// The properties block.
     pub(crate) props: BlockHandle,
+    /// The format version the file was written in ([`Footer::encode`] writes
+    /// [`FORMAT_VERSION`] whatever this says).
+    pub(crate) version: u32,
 }
 
 impl Footer {
@@ -124,6 +129,7 @@ impl Footer {
             index: h(0),
             filter: h(1),
             props: h(2),
+            version,
         };
         let ordered = footer
             .index

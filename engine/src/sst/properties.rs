@@ -8,7 +8,8 @@
 //! entry_count u64 BE | tombstone_count u64 BE | row_tombstone_count u64 BE |
 //! min_seq u64 BE | max_seq u64 BE | creation_ms u64 BE | data_block_count u64 BE |
 //! min_write_ms u64 BE | max_write_ms u64 BE |
-//! first_row_len varint | first_row | last_row_len varint | last_row
+//! first_row_len varint | first_row | last_row_len varint | last_row |
+//! min_row_ms u64 BE | max_row_ms u64 BE          (since format version 3)
 //! ```
 //!
 //! 1. For an empty table the counts are 0, `min_seq = min_write_ms = u64::MAX`,
@@ -17,12 +18,21 @@
 //!    or skip a whole file without reading it.
 //! 2. `tombstone_count` counts both kinds of tombstone; `row_tombstone_count` only
 //!    `DeleteRow` markers.
-//! 3. Nothing may follow `last_row`.
+//! 3. Nothing may follow `last_row` in versions 1 and 2, and nothing may follow `max_row_ms` in
+//!    version 3.
+//! 5. `min_row_ms`/`max_row_ms` bound the data times of the file's rows as the table's
+//!    [`crate::RowExpiry`] hook reports them (`crate::expiry`), so compaction can drop a
+//!    whole file of expired data without reading it. `max_row_ms = u64::MAX` when some row has
+//!    no data time or the table has no hook; `min_row_ms = u64::MAX` when no row has one.
+//!    Files of versions 1 and 2 read as `min_row_ms = 0`, `max_row_ms = u64::MAX` (unknown).
 
 use bytes::Bytes;
 
 use crate::coding::{be_u64, get_varint, put_varint, take, usize_len};
 use crate::key::{Entry, EntryKind};
+
+/// The first format version whose properties carry row times.
+pub(crate) const ROW_TIMES_VERSION: u32 = 3;
 
 /// Facts about one SST file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +59,10 @@ pub(crate) struct Properties {
     pub(crate) first_row: Bytes,
     /// The last rowkey (empty if the table is empty).
     pub(crate) last_row: Bytes,
+    /// Oldest data time of a row, from the table's expiry hook (`u64::MAX`: none).
+    pub(crate) min_row_ms: u64,
+    /// Newest data time of a row (`u64::MAX`: unbounded or unknown).
+    pub(crate) max_row_ms: u64,
 }
 
 impl Properties {
@@ -66,6 +80,8 @@ impl Properties {
             max_write_ms: 0,
             first_row: Bytes::new(),
             last_row: Bytes::new(),
+            min_row_ms: u64::MAX,
+            max_row_ms: 0,
         }
     }
 
@@ -111,11 +127,13 @@ impl Properties {
         out.extend_from_slice(&self.first_row);
         put_varint(&mut out, self.last_row.len() as u64);
         out.extend_from_slice(&self.last_row);
+        out.extend_from_slice(&self.min_row_ms.to_be_bytes());
+        out.extend_from_slice(&self.max_row_ms.to_be_bytes());
         out
     }
 
-    /// Decodes the payload; the error says what was wrong.
-    pub(crate) fn decode(mut buf: &[u8]) -> Result<Properties, &'static str> {
+    /// Decodes the payload of a file of format `version`; the error says what was wrong.
+    pub(crate) fn decode(mut buf: &[u8], version: u32) -> Result<Properties, &'static str> {
         let mut fixed = [0u64; 9];
         for v in &mut fixed {
             *v = be_u64(take(&mut buf, 8)?);
@@ -124,6 +142,11 @@ impl Properties {
         let first_row = Bytes::copy_from_slice(take(&mut buf, len)?);
         let len = usize_len(get_varint(&mut buf)?)?;
         let last_row = Bytes::copy_from_slice(take(&mut buf, len)?);
+        let (min_row_ms, max_row_ms) = if version >= ROW_TIMES_VERSION {
+            (be_u64(take(&mut buf, 8)?), be_u64(take(&mut buf, 8)?))
+        } else {
+            (0, u64::MAX)
+        };
         if !buf.is_empty() {
             return Err("trailing bytes after the properties");
         }
@@ -153,6 +176,8 @@ impl Properties {
             max_write_ms,
             first_row,
             last_row,
+            min_row_ms,
+            max_row_ms,
         })
     }
 }

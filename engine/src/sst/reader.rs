@@ -35,6 +35,9 @@ pub(crate) struct SstReader {
     /// The index and filters when there is no cache.
     pinned: Option<(Arc<Vec<IndexEntry>>, Arc<Filters>)>,
     props: Properties,
+    /// When the file's first row expires under the rules in force, if the file was written
+    /// since the process started (`crate::expiry`); `None` when it was opened from disk.
+    next_expiry_ms: Option<u64>,
 }
 
 impl SstReader {
@@ -57,7 +60,7 @@ impl SstReader {
         let footer_at = len - FOOTER_LEN as u64;
         let footer = Footer::decode(&file.read_at(footer_at, FOOTER_LEN)?, &name, len)?;
         let props_raw = read_meta(&*file, footer.props, "properties")?;
-        let props = Properties::decode(&props_raw)
+        let props = Properties::decode(&props_raw, footer.version)
             .map_err(|d| bad(&name, footer.props, "properties", d))?;
         let mut reader = SstReader {
             file,
@@ -67,6 +70,7 @@ impl SstReader {
             footer,
             pinned: None,
             props,
+            next_expiry_ms: None,
         };
         let (index, index_bytes) = reader.load_index()?;
         let (filters, filter_bytes) = reader.load_filters()?;
@@ -111,6 +115,16 @@ impl SstReader {
     /// The file's properties.
     pub(crate) fn properties(&self) -> &Properties {
         &self.props
+    }
+
+    /// When the file's first row expires, if known (see [`SstReader::set_next_expiry`]).
+    pub(crate) fn next_expiry_ms(&self) -> Option<u64> {
+        self.next_expiry_ms
+    }
+
+    /// Records when the first row expires, as the builder found it.
+    pub(crate) fn set_next_expiry(&mut self, at_ms: u64) {
+        self.next_expiry_ms = Some(at_ms);
     }
 
     /// Where the index, filter and properties blocks are (for `check.rs`'s reports).

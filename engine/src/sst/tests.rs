@@ -76,6 +76,7 @@ fn options() -> impl Strategy<Value = TableOptions> {
             filter,
             ttl: None,
             flush_fold: None,
+            expiry: None,
         })
 }
 
@@ -206,6 +207,7 @@ fn every_flipped_byte_is_reported_as_corruption_of_its_block() -> Result<()> {
             filter,
             ttl: None,
             flush_fold: None,
+            expiry: None,
         };
         let (bytes, _) = build(&entries, &opts)?;
         let good = open(&bytes, None)?;
@@ -246,7 +248,7 @@ fn truncated_files_are_corruption() -> Result<()> {
 #[test]
 fn empty_sst() -> Result<()> {
     let (bytes, info) = build(&[], &TableOptions::default())?;
-    assert_eq!(bytes.len(), 3 * 9 + 4 + 14 + 9 * 8 + 2 + FOOTER_LEN);
+    assert_eq!(bytes.len(), 3 * 9 + 4 + 14 + 9 * 8 + 2 + 2 * 8 + FOOTER_LEN);
     let r = open(&bytes, None)?;
     assert_eq!(r.properties(), &info.properties);
     assert_eq!(r.properties(), &Properties::empty(1234));
@@ -358,10 +360,14 @@ fn written_to_and_read_from_local_disk() -> Result<()> {
 /// written before version 2 stopped sharing column bytes between entries. It must stay readable.
 const FIXTURE_V1: &[u8] = include_bytes!("fixtures/v1.sst");
 
-/// The same entries and options in the current format, version 2. Regenerate with
-/// `STRATA_BLESS_FIXTURES=1 cargo test -p strata-engine format_v2` only together with a format
-/// version bump (then keep this file as the old version's fixture).
+/// The same entries and options in format version 2, written before version 3 added the row
+/// times to the properties. It must stay readable.
 const FIXTURE_V2: &[u8] = include_bytes!("fixtures/v2.sst");
+
+/// The same entries and options in the current format, version 3. Regenerate with
+/// `STRATA_BLESS_FIXTURES=1 cargo test -p strata-engine format_v3` only together with a format
+/// version bump (then keep this file as the old version's fixture).
+const FIXTURE_V3: &[u8] = include_bytes!("fixtures/v3.sst");
 
 fn fixture_options() -> TableOptions {
     TableOptions {
@@ -370,6 +376,7 @@ fn fixture_options() -> TableOptions {
         filter: FilterMode::RowsAndColumns,
         ttl: None,
         flush_fold: None,
+        expiry: None,
     }
 }
 
@@ -399,16 +406,28 @@ fn format_v1_fixture_still_reads() -> Result<()> {
 }
 
 #[test]
-fn format_v2_fixture_reads_and_is_reproduced() -> Result<()> {
+fn format_v2_fixture_still_reads() -> Result<()> {
+    check_fixture(FIXTURE_V2, 2)?;
+    // Version 2 files do not know their rows' times: never dropped whole, always rewritten.
+    let p = open(FIXTURE_V2, None)?.properties().clone();
+    assert_eq!((p.min_row_ms, p.max_row_ms), (0, u64::MAX));
+    Ok(())
+}
+
+#[test]
+fn format_v3_fixture_reads_and_is_reproduced() -> Result<()> {
     let (bytes, _) = build(&sample_entries(), &fixture_options())?;
     if std::env::var_os("STRATA_BLESS_FIXTURES").is_some() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/sst/fixtures/v2.sst");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/sst/fixtures/v3.sst");
         std::fs::write(path, &bytes).map_err(|e| Error::io("blessing the fixture", e))?;
         return Ok(());
     }
-    check_fixture(FIXTURE_V2, FORMAT_VERSION)?;
+    check_fixture(FIXTURE_V3, FORMAT_VERSION)?;
+    // Written with no expiry hook: no row has a known time.
+    let p = open(FIXTURE_V3, None)?.properties().clone();
+    assert_eq!((p.min_row_ms, p.max_row_ms), (u64::MAX, u64::MAX));
     assert!(
-        bytes == FIXTURE_V2,
+        bytes == FIXTURE_V3,
         "the SST writer's output changed: bump FORMAT_VERSION and add a new fixture"
     );
     Ok(())
@@ -421,7 +440,7 @@ proptest! {
     fn metadata_decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
         let _ = super::index::decode(&bytes, bytes.len() as u64);
         let _ = super::filter::decode(Bytes::from(bytes.clone()));
-        let _ = Properties::decode(&bytes);
+        let _ = Properties::decode(&bytes, FORMAT_VERSION);
         let _ = InternalKey::decode_from(&mut bytes.as_slice());
         if bytes.len() >= FOOTER_LEN {
             let mut footer = bytes[..FOOTER_LEN].to_vec();

@@ -1,6 +1,7 @@
 //! Integration tests of strata-engine, one module per topic.
 
 mod crash;
+mod expiry;
 mod fault_model;
 mod faults;
 mod fold;

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value as Json, json};
+use strata_tsdb::format_retention;
 
 use strata_engine::Compression;
 
@@ -107,6 +108,17 @@ pub(crate) fn settings(shared: &Shared) -> BTreeMap<String, String> {
         path(c.tls.as_ref().map(|t| t.key.as_path())),
     );
     set("strata.tls_required", c.tls_required.to_string());
+    let retention = shared.tsdb.retention();
+    set("tsd.storage.retention", format_retention(retention.global));
+    set(
+        "tsd.storage.retention.rules",
+        retention
+            .rules
+            .iter()
+            .map(|r| format!("{}={}", r.metric, format_retention(r.keep)))
+            .collect::<Vec<_>>()
+            .join(","),
+    );
     for (k, v) in m.iter_mut() {
         if k.to_ascii_uppercase().contains("PASS") {
             *v = "********".into();

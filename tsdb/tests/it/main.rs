@@ -3,6 +3,7 @@
 mod fuzz_standin;
 mod index;
 mod model;
+mod retention;
 mod rowcompact;
 mod rowcompact_crash;
 mod rowcompact_faults;
