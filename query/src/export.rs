@@ -71,6 +71,15 @@ pub fn export_parquet<W: Write + Send>(
 
 /// Writes query results as a Parquet file (layout in the module docs).
 pub fn write_parquet<W: Write + Send>(results: &[ResultGroup], writer: W) -> Result<ExportSummary> {
+    write_parquet_with_progress(results, writer, &mut |_| {})
+}
+
+/// As [`write_parquet`], calling `progress` with the points written so far after each series.
+pub fn write_parquet_with_progress<W: Write + Send>(
+    results: &[ResultGroup],
+    writer: W,
+    progress: &mut dyn FnMut(u64),
+) -> Result<ExportSummary> {
     let keys: BTreeSet<&str> = results
         .iter()
         .flat_map(|r| r.tags.keys().map(String::as_str))
@@ -138,6 +147,7 @@ pub fn write_parquet<W: Write + Send>(results: &[ResultGroup], writer: W) -> Res
         let batch = RecordBatch::try_new(schema.clone(), columns).map_err(encode_error)?;
         w.write(&batch).map_err(encode_error)?;
         summary.rows += n as u64;
+        progress(summary.rows);
     }
     w.close().map_err(encode_error)?;
     Ok(summary)

@@ -46,7 +46,9 @@ pub use endpoint::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use exec::{ResultGroup, execute, execute_with_limits};
-pub use export::{ExportSummary, PARQUET_CONTENT_TYPE, export_parquet, write_parquet};
+pub use export::{
+    ExportSummary, PARQUET_CONTENT_TYPE, export_parquet, write_parquet, write_parquet_with_progress,
+};
 pub use groupby::{Group, GroupTags, TagMap, group_series, group_tags};
 pub use model::{
     DEFAULT_QUERY_THREADS, DEFAULT_QUERY_TIMEOUT, FilterSpec, QueryLimits, SubQuery, TsQuery,

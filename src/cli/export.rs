@@ -48,11 +48,18 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
     };
     let now_ms = strata_server::now_ms();
     let mut out = Vec::new();
-    let spinner = super::progress::Bar::spinner("exporting");
-    let summary =
-        strata_query::export_parquet(&tsdb, method, &query, &body, now_ms, &limits, &mut out)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let spinner = super::progress::Bar::spinner("querying");
+    let results = strata_query::parse_request(method, &query, &body)
+        .and_then(|q| strata_query::execute_with_limits(&tsdb, &q, now_ms, &limits))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     spinner.finish();
+    let bar = super::progress::Bar::points("writing");
+    let total = results.iter().map(|r| r.points.len() as u64).sum();
+    let summary = strata_query::write_parquet_with_progress(&results, &mut out, &mut |done| {
+        bar.update(done, total)
+    })
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    bar.finish();
     if args.out.as_os_str() == "-" {
         std::io::stdout().write_all(&out)?;
     } else {

@@ -1,8 +1,9 @@
 //! Progress bars for the long commands: a bar with the rate and the time left on stderr for
-//! work of known size (import, backup, restore, the LSM part of compact), a spinner with the
-//! time taken for work whose size is not known up front (row compaction, export), and nothing
-//! at all when stderr is not a terminal, so scripts and logs get only the summary line. The
-//! libraries report progress through callbacks; only the binary draws.
+//! work of known size (import, backup, restore, the LSM part of compact, the writing part of
+//! export), a spinner with the time taken for work whose size is not known up front (row
+//! compaction, export's query), and nothing at all when stderr is not a terminal, so scripts
+//! and logs get only the summary line. The libraries report progress through callbacks; only
+//! the binary draws.
 
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -22,6 +23,14 @@ impl Bar {
         Bar::new(
             what,
             "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}, {eta} left",
+        )
+    }
+
+    /// A bar counting points, for points written.
+    pub(crate) fn points(what: &str) -> Bar {
+        Bar::new(
+            what,
+            "{msg} [{bar:30}] {human_pos}/{human_len} points {per_sec}, {eta} left",
         )
     }
 
