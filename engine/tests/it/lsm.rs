@@ -330,7 +330,10 @@ fn compactions_move_data_through_several_levels() -> TestResult {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         let stats = db.stats();
-        assert!(stats.compactions > 3, "{stats:?}");
+        // Data in level 2 took at least a level 0 -> 1 and a level 1 -> 2 compaction; how many
+        // more depends on how many flushes each level-0 compaction found waiting, which
+        // depends on the machine's load.
+        assert!(stats.compactions >= 2, "{stats:?}");
         assert!(
             stats.levels.iter().skip(2).any(|l| l.files > 0),
             "nothing reached level 2: {stats:?}"
