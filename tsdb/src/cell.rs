@@ -172,14 +172,28 @@ pub(crate) fn decode_row(base_time: u32, cells: &[Cell]) -> Result<Vec<(i64, Val
         let points = decode_row_block(base_time, block)?;
         merged = Some(match merged {
             None => points,
-            Some(older) => merge_points(&older, &points),
+            Some(older) => merge_newer(older, &points),
         });
     }
     Ok(match merged {
         None => raw_points,
         Some(blocks) if raw_points.is_empty() => blocks,
-        Some(blocks) => merge_points(&blocks, &raw_points),
+        Some(blocks) => merge_newer(blocks, &raw_points),
     })
+}
+
+/// [`merge_points`], appending in place when every newer point is later than every older one.
+/// An open hour's row holds a partial block per flush, each usually after the one before, and
+/// merging each into a fresh copy of everything before it would copy the row once per block.
+fn merge_newer(mut older: Vec<(i64, Value)>, newer: &[(i64, Value)]) -> Vec<(i64, Value)> {
+    match (older.last(), newer.first()) {
+        (Some(last), Some(first)) if last.0 < first.0 => {
+            older.extend_from_slice(newer);
+            older
+        }
+        (_, None) => older,
+        _ => merge_points(&older, newer),
+    }
 }
 
 /// First byte of a partial block's column. Raw columns start with at most `0x36`
@@ -401,12 +415,18 @@ mod tests {
         fn merge_prefers_newer(
             a in proptest::collection::btree_map(0i64..200, any::<i64>(), 0..50),
             b in proptest::collection::btree_map(0i64..200, any::<i64>(), 0..50),
+            // Shifts the newer points from overlapping the older ones to wholly after them,
+            // where `merge_newer` appends in place.
+            shift in 0i64..250,
         ) {
+            let b: std::collections::BTreeMap<i64, i64> =
+                b.into_iter().map(|(t, v)| (t + shift, v)).collect();
             let older: Vec<(i64, Value)> = a.iter().map(|(t, v)| (*t, Value::Int(*v))).collect();
             let newer: Vec<(i64, Value)> = b.iter().map(|(t, v)| (*t, Value::Int(*v))).collect();
             let mut want = a.clone();
             want.extend(b.iter().map(|(t, v)| (*t, *v)));
             let want: Vec<(i64, Value)> = want.into_iter().map(|(t, v)| (t, Value::Int(v))).collect();
+            prop_assert_eq!(merge_newer(older.clone(), &newer), want.clone());
             prop_assert_eq!(merge_points(&older, &newer), want);
         }
 
