@@ -151,9 +151,11 @@ mod tests {
                 "m",
                 &[Filter::new(FilterKind::LiteralOr, "host", "b", true)?],
             )?;
+            assert_eq!(db.series_count(), 3);
             let report = db.purge_series(&b)?;
             assert_eq!(report.points, 1);
             assert_eq!(report.series, 1);
+            assert_eq!(db.series_count(), 2, "a deleted series is not counted");
             assert_eq!(report.uids, vec![(UidKind::Tagv, "b".to_string())]);
             assert!(db.suggest(UidKind::Tagv, "", 10) == ["a"]);
             assert_eq!(db.find_series("m", &[])?.len(), 1);
@@ -166,6 +168,7 @@ mod tests {
             db.sync()?;
         }
         let db = Tsdb::open(dir.path(), TsdbOptions::default())?;
+        assert_eq!(db.series_count(), 1, "only `other` is left");
         assert!(db.find_series("m", &[]).is_err(), "the metric is gone");
         assert_eq!(db.metric_names()?, ["other"]);
         assert_eq!(db.find_series("other", &[])?.len(), 1);

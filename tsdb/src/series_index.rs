@@ -106,9 +106,14 @@ impl SeriesIndex {
         Ok(idx)
     }
 
-    /// Number of series.
+    /// Number of series ids given out, deleted series' included.
     pub(crate) fn len(&self) -> usize {
         self.series.len()
+    }
+
+    /// Series not deleted: [`SeriesIndex::len`] also counts the ids deleted series keep.
+    pub(crate) fn live_len(&self) -> usize {
+        self.by_tsuid.len()
     }
 
     /// The id of a series.

@@ -325,7 +325,7 @@ impl Tsdb {
         policy.set_uids(&uids);
         let index = SeriesIndex::load(&db, &meta_t, buckets)?;
         tracing::info!(
-            series = index.len(),
+            series = index.live_len(),
             metrics = uids.count(UidKind::Metric),
             tagks = uids.count(UidKind::Tagk),
             tagvs = uids.count(UidKind::Tagv),
@@ -789,9 +789,9 @@ impl Tsdb {
         self.inner.buckets
     }
 
-    /// Number of series.
+    /// Number of series, not counting deleted ones (`strata delete`).
     pub fn series_count(&self) -> usize {
-        self.inner.index.read().len()
+        self.inner.index.read().live_len()
     }
 
     /// The options the database was opened with.
