@@ -608,8 +608,9 @@ fn parse_compression(s: &str) -> anyhow::Result<strata_engine::Compression> {
     use strata_engine::Compression;
     let bad =
         || anyhow::anyhow!("bad `compression` setting {s:?}: use none, lz4, zstd or zstd:<1-22>");
-    match s.trim().to_ascii_lowercase().split_once(':') {
-        None => match s.trim().to_ascii_lowercase().as_str() {
+    let lower = s.trim().to_ascii_lowercase();
+    match lower.split_once(':') {
+        None => match lower.as_str() {
             "none" => Ok(Compression::None),
             "lz4" => Ok(Compression::Lz4),
             "zstd" => Ok(Compression::Zstd(DEFAULT_ZSTD_LEVEL)),
