@@ -95,7 +95,7 @@ impl<'a> QueryRequest<'a> {
 
 /// The `offload` of [`handle_query`] for callers that have no thread to spare: runs the work
 /// on the calling thread.
-pub fn run_inline(work: &mut dyn FnMut()) {
+pub fn run_inline(work: &mut (dyn FnMut() + Send)) {
     work();
 }
 
@@ -113,7 +113,7 @@ pub fn handle_query(
     tsdb: &Tsdb,
     request: &QueryRequest<'_>,
     limits: &QueryLimits,
-    offload: &dyn Fn(&mut dyn FnMut()),
+    offload: &dyn Fn(&mut (dyn FnMut() + Send)),
 ) -> QueryResponse {
     let arrow = wants_arrow(&parse_query_string(request.query_string), request.accept);
     let result = parse_request(request.method, request.query_string, request.body).and_then(|q| {

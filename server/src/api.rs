@@ -202,9 +202,8 @@ pub(crate) async fn query(req: hyper::Request<hyper::body::Incoming>, shared: &S
         body: &body,
         now_ms,
     };
-    // A heavy query gives its worker thread's other connections to another thread meanwhile.
     let resp = strata_query::handle_query(&tsdb, &request, &limits, &|work| {
-        tokio::task::block_in_place(work)
+        crate::shared::run_heavy_query(work)
     });
     typed(resp.status, resp.content_type, resp.body)
 }

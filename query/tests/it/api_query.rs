@@ -697,7 +697,7 @@ fn heavy_queries_are_offloaded_light_ones_are_not() {
     use strata_query::{QueryRequest, handle_query};
     let db = grouped();
     let offloaded = Cell::new(0);
-    let offload = |work: &mut dyn FnMut()| {
+    let offload = |work: &mut (dyn FnMut() + Send)| {
         offloaded.set(offloaded.get() + 1);
         work();
     };
