@@ -114,6 +114,10 @@ impl Inner {
             None => next.remove(&table),
         };
         *ttls = Arc::new(next);
+        self.state
+            .read()
+            .active
+            .set_rows_grow(table, opts.rows_grow);
         self.table_opts.write().insert(table, opts);
     }
 

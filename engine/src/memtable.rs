@@ -38,6 +38,7 @@ mod log;
 mod row;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::{Bytes, BytesMut};
@@ -162,17 +163,26 @@ pub(crate) struct Memtable {
     tables: RwLock<Tables>,
     bytes: AtomicU64,
     max_seq: AtomicU64,
-    /// Log capacity a new row starts with.
-    row_hint: usize,
-    /// Bytes of the rows' logs, for the next memtable's hint.
-    log_bytes: AtomicU64,
-    rows: AtomicU64,
-    /// Bytes charged for rows themselves (see [`Memtable::row_bytes`]).
+    /// Bytes charged for the rows of tables whose rows grow (see [`Memtable::row_bytes`]).
     row_bytes: AtomicU64,
-    /// Rows each table held in the memtable before this one: the room a table starts with,
-    /// so that its row vector and index do not grow by doubling, each time copying and
-    /// rehashing every row.
-    table_hint: Vec<(u32, usize)>,
+    /// Bit `t` set: the rows of table `t` do not grow (`TableOptions::rows_grow`). Tables from
+    /// 64 on always count as growing. Shared by a memtable and the ones after it.
+    flat_tables: Arc<AtomicU64>,
+    /// For each table in the memtable before this one: how many rows it held, the room a table
+    /// starts with, so that its row vector and index do not grow by doubling, each time copying
+    /// and rehashing every row; and the log capacity its new rows start with, what its rows
+    /// held on average, so that most rows grow their log once or not at all. Per table, as
+    /// tables differ: a time series' row gains a point every few seconds, an index entry is
+    /// written once.
+    table_hint: Vec<TableHint>,
+}
+
+/// See [`Memtable::table_hint`].
+#[derive(Debug, Clone, Copy)]
+struct TableHint {
+    table: u32,
+    rows: usize,
+    row_hint: usize,
 }
 
 /// How many operations ahead [`Memtable::apply_all`] fetches a row's header.
@@ -198,22 +208,37 @@ impl Memtable {
         Memtable::default()
     }
 
-    /// An empty memtable to follow `previous`: its new rows start with room for what a row of
-    /// `previous` held on average, so most rows grow their log once or not at all.
+    /// An empty memtable to follow `previous`, sized by what its tables held (see
+    /// [`Memtable::table_hint`]).
     pub(crate) fn after(previous: &Memtable) -> Memtable {
-        let rows = previous.rows.load(Ordering::Relaxed).max(1);
-        let per_row = previous.log_bytes.load(Ordering::Relaxed) / rows;
         let table_hint = previous
             .tables
             .read()
             .tables
             .iter()
-            .map(|(&id, t)| (id, t.rows.len()))
+            .map(|(&table, t)| TableHint {
+                table,
+                rows: t.rows.len(),
+                row_hint: t.next_row_hint(),
+            })
             .collect();
         Memtable {
-            row_hint: usize::try_from(per_row.next_multiple_of(8).min(4096)).unwrap_or(0),
             table_hint,
+            flat_tables: Arc::clone(&previous.flat_tables),
             ..Memtable::default()
+        }
+    }
+
+    /// Records whether the rows of `table` gain entries over time (`TableOptions::rows_grow`),
+    /// for this memtable and the ones after it.
+    pub(crate) fn set_rows_grow(&self, table: u32, grow: bool) {
+        if table < 64 {
+            let bit = 1u64 << table;
+            if grow {
+                self.flat_tables.fetch_and(!bit, Ordering::Relaxed);
+            } else {
+                self.flat_tables.fetch_or(bit, Ordering::Relaxed);
+            }
         }
     }
 
@@ -222,8 +247,9 @@ impl Memtable {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    /// The part of [`Memtable::approximate_bytes`] that its rows cost whatever they hold:
-    /// their keys, headers and index slots.
+    /// The part of [`Memtable::approximate_bytes`] that the rows of tables whose rows grow cost
+    /// whatever they hold: their keys, headers and index slots. The rows of other tables (an
+    /// index written once per series) are left out: they gain nothing if the memtable waits.
     pub(crate) fn row_bytes(&self) -> u64 {
         self.row_bytes.load(Ordering::Relaxed)
     }
@@ -277,7 +303,8 @@ impl Memtable {
             let (table, i) = found.get(k).copied().flatten()?;
             t.tables.get(&table)?.rows.get(i)
         }
-        let (mut log_growth, mut new_rows, mut row_bytes) = (0i64, 0u64, 0u64);
+        let mut row_bytes = 0u64;
+        let flat = self.flat_tables.load(Ordering::Relaxed);
         for (k, op) in ops.iter().enumerate() {
             if let Some(r) = row_at(t, &found, k + PREFETCH_AHEAD) {
                 prefetch(r);
@@ -285,36 +312,29 @@ impl Memtable {
             if let Some(r) = row_at(t, &found, k + PREFETCH_AHEAD / 2) {
                 prefetch(r.log.as_ptr().wrapping_add(r.log.len()));
             }
-            let (bytes, log, new) = self.apply_locked(t, op, seq, found[k].map(|(_, i)| i));
+            let (bytes, new) = self.apply_locked(t, op, seq, found[k].map(|(_, i)| i));
             added += bytes;
-            log_growth += log;
-            if new {
-                new_rows += 1;
-                row_bytes += ROW_OVERHEAD + op.table_row().1.len() as u64;
+            let (table, row) = op.table_row();
+            if new && (table >= 64 || flat & (1 << table) == 0) {
+                row_bytes += ROW_OVERHEAD + row.len() as u64;
             }
         }
         drop(guard);
         self.bytes
             .fetch_add(u64::try_from(added.max(0)).unwrap_or(0), Ordering::Relaxed);
-        self.log_bytes.fetch_add(
-            u64::try_from(log_growth.max(0)).unwrap_or(0),
-            Ordering::Relaxed,
-        );
-        self.rows.fetch_add(new_rows, Ordering::Relaxed);
         self.row_bytes.fetch_add(row_bytes, Ordering::Relaxed);
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
     }
 
     /// Adds one operation, `found` being its row's index if the row was there before the
-    /// batch. Returns the bytes to charge, the growth of the row's log in bytes, and whether
-    /// the row is new.
+    /// batch. Returns the bytes to charge, and whether the row is new.
     fn apply_locked(
         &self,
         t: &mut Tables,
         op: &OpRef<'_>,
         seq: u64,
         found: Option<usize>,
-    ) -> (i64, i64, bool) {
+    ) -> (i64, bool) {
         let (table, row, column, kind, value): (u32, &[u8], &[u8], EntryKind, &[u8]) = match *op {
             OpRef::Put {
                 table,
@@ -335,12 +355,10 @@ impl Memtable {
             ..
         } = t;
         let rows = tables.entry(table).or_insert_with(|| {
-            let hint = self
-                .table_hint
-                .iter()
-                .find(|h| h.0 == table)
-                .map_or(0, |h| h.1);
-            TableRows::with_capacity(hint)
+            match self.table_hint.iter().find(|h| h.table == table) {
+                Some(h) => TableRows::with_capacity(h.rows, h.row_hint),
+                None => TableRows::with_capacity(0, 0),
+            }
         });
         let mut added = 0i64;
         let mut new = false;
@@ -349,8 +367,8 @@ impl Memtable {
             None => {
                 new = true;
                 let key = Tables::copy_key(keys, row);
-                added += (ROW_OVERHEAD + row.len() as u64 + self.row_hint as u64) as i64;
-                rows.insert(key, self.row_hint)
+                added += (ROW_OVERHEAD + row.len() as u64 + rows.row_hint as u64) as i64;
+                rows.insert(key)
             }
         };
         let r = &mut rows.rows[i];
@@ -363,7 +381,8 @@ impl Memtable {
             let len = r.log.len();
             r.append(kind, seq, base, column, value);
             added += r.log.capacity() as i64 - cap as i64;
-            return (added, (r.log.len() - len) as i64, new);
+            rows.log_bytes += (r.log.len() - len) as u64;
+            return (added, new);
         }
         let at = arena.alloc(column, value);
         r.spill.get_or_insert_default().push(Spilled {
@@ -374,7 +393,7 @@ impl Memtable {
             seq,
         });
         added += (SPILL_OVERHEAD + column.len() as u64 + value.len() as u64) as i64;
-        (added, 0, new)
+        (added, new)
     }
 
     /// The entry that decides `(row, column)` at `snapshot_seq`, with the same rules as
@@ -910,5 +929,72 @@ mod tests {
             m.get(1, b"r", b"c", 2).map(|e| e.value),
             Some(Bytes::from_static(b"x"))
         );
+    }
+
+    fn put_in<'a>(table: u32, row: &'a [u8], column: &'a [u8]) -> OpRef<'a> {
+        OpRef::Put {
+            table,
+            row,
+            column,
+            value: b"v",
+        }
+    }
+
+    /// The rows of a table whose rows do not grow are left out of the bytes that let a
+    /// memtable grow past its size, for this memtable and the ones after it.
+    #[test]
+    fn rows_of_flat_tables_do_not_count_towards_growth() {
+        let m = Memtable::new();
+        m.set_rows_grow(2, false);
+        m.apply(&put_in(1, b"series", b"c"), 1, 0);
+        m.apply(&put_in(2, b"index-entry", b"c"), 2, 0);
+        assert_eq!(m.row_bytes(), ROW_OVERHEAD + b"series".len() as u64);
+        let next = Memtable::after(&m);
+        next.apply(&put_in(2, b"another-entry", b"c"), 3, 0);
+        assert_eq!(next.row_bytes(), 0);
+        next.set_rows_grow(2, true);
+        next.apply(&put_in(2, b"third-entry", b"c"), 4, 0);
+        assert_eq!(next.row_bytes(), ROW_OVERHEAD + b"third-entry".len() as u64);
+    }
+
+    /// A new row starts with the log its own table's rows held on average in the memtable
+    /// before, not the average over every table.
+    #[test]
+    fn new_rows_start_with_their_tables_log_size() {
+        let m = Memtable::new();
+        let columns: Vec<[u8; 2]> = (0..60u8).map(|c| [b'c', c]).collect();
+        for (seq, c) in (1..).zip(&columns) {
+            m.apply(&put_in(1, b"wide", c), seq, 0);
+        }
+        for i in 0..20u8 {
+            m.apply(&put_in(2, &[b'k', i], b"c"), 100 + u64::from(i), 0);
+        }
+        let (wide, narrow) = {
+            let tables = m.tables.read();
+            let log = |table: u32| tables.tables.get(&table).map_or(0, |t| t.log_bytes);
+            (log(1), log(2) / 20)
+        };
+        let next = Memtable::after(&m);
+        next.apply(&put_in(1, b"wide-2", b"c0"), 200, 0);
+        next.apply(&put_in(2, b"k-new", b"c"), 201, 0);
+        let tables = next.tables.read();
+        let capacity = |table: u32, row: &[u8]| {
+            tables
+                .tables
+                .get(&table)
+                .and_then(|t| t.get(row))
+                .map_or(0, |r| r.log.capacity() as u64)
+        };
+        assert!(
+            capacity(1, b"wide-2") >= wide,
+            "{} < {wide}",
+            capacity(1, b"wide-2")
+        );
+        assert!(
+            capacity(2, b"k-new") < wide / 4,
+            "{}",
+            capacity(2, b"k-new")
+        );
+        assert!(capacity(2, b"k-new") >= narrow);
     }
 }

@@ -164,6 +164,11 @@ pub struct TableOptions {
     /// Expires rows by their data time (`expiry.rs`): compaction drops expired rows, and
     /// whole files of them unread.
     pub expiry: Option<RowExpirer>,
+    /// The table's rows gain entries over time, as a time series' row gains a point every few
+    /// seconds. A memtable holding many such rows with few entries each grows past
+    /// `DbOptions::memtable_bytes` to let them fill before a flush writes them; rows of a
+    /// table without this (an index written once per key) do not count towards that growth.
+    pub rows_grow: bool,
 }
 
 impl Default for TableOptions {
@@ -175,6 +180,7 @@ impl Default for TableOptions {
             ttl: None,
             flush_fold: None,
             expiry: None,
+            rows_grow: true,
         }
     }
 }

@@ -317,8 +317,14 @@ impl Tsdb {
             data_opts.flush_fold = Some(FlushFolder(Arc::new(RowFold)));
         }
         let data = db.open_table(DATA_TABLE, data_opts)?;
-        let uid = db.open_table(UID_TABLE, TableOptions::default())?;
-        let meta_t = db.open_table(META_TABLE, TableOptions::default())?;
+        // Names, series ids and markers are written once per key (or once per row and hour),
+        // so their rows give the memtable no reason to grow.
+        let index_opts = TableOptions {
+            rows_grow: false,
+            ..TableOptions::default()
+        };
+        let uid = db.open_table(UID_TABLE, index_opts.clone())?;
+        let meta_t = db.open_table(META_TABLE, index_opts)?;
         let buckets = fixed_salt_buckets(&db, &meta_t, opts.salt_buckets)?;
         fixed_uid_widths(&db, &meta_t, opts.uid_widths)?;
         let uids = Arc::new(UidTable::open(db.clone(), uid)?);

@@ -18,6 +18,10 @@ pub(super) struct TableRows {
     pub(super) index: HashTable<u32>,
     /// The rows' key order, kept up to date only when asked (see [`TableRows::order`]).
     pub(super) order: Mutex<Order>,
+    /// Log capacity a new row starts with.
+    pub(super) row_hint: usize,
+    /// Bytes of the rows' logs, for the next memtable's hint.
+    pub(super) log_bytes: u64,
 }
 
 /// The rows' key order, in two runs so that a reader during heavy writes does not re-merge
@@ -98,13 +102,22 @@ pub(super) fn hash_key(key: &[u8]) -> u64 {
 }
 
 impl TableRows {
-    /// Rows with room for `rows` of them.
-    pub(super) fn with_capacity(rows: usize) -> TableRows {
+    /// Rows with room for `rows` of them, each new one with `row_hint` bytes of log.
+    pub(super) fn with_capacity(rows: usize, row_hint: usize) -> TableRows {
         TableRows {
             rows: Vec::with_capacity(rows),
             index: HashTable::with_capacity(rows),
             order: Mutex::default(),
+            row_hint,
+            log_bytes: 0,
         }
+    }
+
+    /// What a row of this table held in its log on average, as the next memtable's
+    /// [`TableRows::row_hint`].
+    pub(super) fn next_row_hint(&self) -> usize {
+        let per_row = self.log_bytes / (self.rows.len().max(1) as u64);
+        usize::try_from(per_row.next_multiple_of(8).min(4096)).unwrap_or(0)
     }
 
     pub(super) fn find(&self, row: &[u8]) -> Option<usize> {
@@ -119,12 +132,12 @@ impl TableRows {
     }
 
     /// Adds a row; the caller made sure it is new.
-    pub(super) fn insert(&mut self, key: Bytes, capacity: usize) -> usize {
+    pub(super) fn insert(&mut self, key: Bytes) -> usize {
         let i = self.rows.len();
         let hash = hash_key(&key);
         self.rows.push(Row {
             key,
-            log: Vec::with_capacity(capacity),
+            log: Vec::with_capacity(self.row_hint),
             last: Last::default(),
             spill: None,
         });

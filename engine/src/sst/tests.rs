@@ -77,6 +77,7 @@ fn options() -> impl Strategy<Value = TableOptions> {
             ttl: None,
             flush_fold: None,
             expiry: None,
+            rows_grow: true,
         })
 }
 
@@ -208,6 +209,7 @@ fn every_flipped_byte_is_reported_as_corruption_of_its_block() -> Result<()> {
             ttl: None,
             flush_fold: None,
             expiry: None,
+            rows_grow: true,
         };
         let (bytes, _) = build(&entries, &opts)?;
         let good = open(&bytes, None)?;
@@ -377,6 +379,7 @@ fn fixture_options() -> TableOptions {
         ttl: None,
         flush_fold: None,
         expiry: None,
+        rows_grow: true,
     }
 }
 
