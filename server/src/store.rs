@@ -15,5 +15,5 @@ mod settings;
 
 pub use location::StoreLocation;
 pub use open::{Retries, build_store, open_store};
-pub use probe::{ProbeError, ProbeReport, probe};
+pub use probe::{ProbeError, ProbeReport, ProbeScope, probe};
 pub use settings::{S3Credentials, StoreArgs, StoreConfig};

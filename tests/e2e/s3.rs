@@ -45,7 +45,8 @@ fn seaweedfs_passes_the_conditional_write_probe() -> anyhow::Result<()> {
     );
     let config = store_config(&seaweed, "probe-test")?;
     let (store, report) = runtime()?.block_on(open_store(&config))?;
-    assert!(report.key.starts_with("probe-test/_probe/"), "{report:?}");
+    let key = report.key.as_deref().unwrap_or_default();
+    assert!(key.starts_with("probe-test/_probe/"), "{report:?}");
     assert!(!report.left_behind, "{report:?}");
     let probes = ObjectPath::from("probe-test/_probe");
     let listed = runtime()?.block_on(store.list_with_delimiter(Some(&probes)))?;
@@ -154,6 +155,19 @@ fn serve_with_a_store_probes_it_then_says_the_backend_is_not_in_this_build() -> 
             && err.contains("object-store backend is not available in this build"),
         "{err}"
     );
+    // A replica's probe only lists the prefix.
+    let out = serve_and_exit(
+        dir.path(),
+        &[
+            "--store",
+            &store,
+            "--s3-endpoint",
+            &seaweed.endpoint,
+            "--read-only",
+        ],
+    )?;
+    let err = failure(&out);
+    assert!(err.contains("passed the start-up probe"), "{err}");
     // A server that answers nothing on the endpoint: the bucket is named, and why.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?

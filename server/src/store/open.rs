@@ -9,7 +9,7 @@ use object_store::local::LocalFileSystem;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
 
 use super::location::StoreLocation;
-use super::probe::{ProbeReport, probe};
+use super::probe::{ProbeReport, ProbeScope, probe};
 use super::settings::StoreConfig;
 
 /// How hard a client retries failed requests.
@@ -89,13 +89,19 @@ fn retry_config(retries: Retries) -> RetryConfig {
     }
 }
 
-/// Builds the store, probes it (a quick-failing client: reachable, and create-if-absent is
-/// honoured), and returns the engine's client. Every failure names the store and the cause.
+/// Builds the store, probes it with a quick-failing client (reachable; and for a writer,
+/// create-if-absent is honoured), and returns the engine's client. Every failure names the store and the cause.
 pub async fn open_store(
     config: &StoreConfig,
 ) -> anyhow::Result<(Arc<dyn ObjectStore>, ProbeReport)> {
     let probing = build_store(config, Retries::Quick)?;
-    let report = tokio::time::timeout(PROBE_TIMEOUT, probe(&*probing, config.location.prefix()))
+    let scope = if config.read_only {
+        ProbeScope::Reads
+    } else {
+        ProbeScope::Writes
+    };
+    let probed = probe(&*probing, config.location.prefix(), scope);
+    let report = tokio::time::timeout(PROBE_TIMEOUT, probed)
         .await
         .map_err(|_| {
             anyhow::anyhow!(
@@ -129,10 +135,17 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let config = file_config(&format!("file://{}", dir.path().display()))?;
         let (_store, report) = open_store(&config).await?;
+        let key = report.key.as_deref().unwrap_or_default();
         assert!(
-            report.key.starts_with("_probe/") && !report.left_behind,
+            key.starts_with("_probe/") && !report.left_behind,
             "{report:?}"
         );
+        let replica = StoreConfig {
+            read_only: true,
+            ..config.clone()
+        };
+        let (_store, report) = open_store(&replica).await?;
+        assert_eq!(report.key, None, "a replica's probe writes nothing");
         let missing = file_config(&format!("file://{}/nope", dir.path().display()))?;
         let err = format!("{:#}", open_store(&missing).await.err().context("opened")?);
         assert!(

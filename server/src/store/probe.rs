@@ -55,20 +55,34 @@ pub enum ProbeError {
     },
 }
 
+/// What a probe checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeScope {
+    /// That the prefix can be listed: all a read replica needs, and it may hold read-only
+    /// credentials.
+    Reads,
+    /// That, and that create-if-absent writes are honoured: a writer's manifest needs them.
+    Writes,
+}
+
 /// What the probe found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeReport {
-    /// The probe object's key (deleted again).
-    pub key: String,
+    /// The probe object's key (deleted again); `None` when the probe only read.
+    pub key: Option<String>,
     /// Whether deleting the probe object failed; a leftover probe object is harmless.
     pub left_behind: bool,
 }
 
 /// Probes `store` under `prefix`: lists the prefix (the bucket answers and the credentials
-/// are accepted), creates a unique probe object with `PutMode::Create`, creates it again and
-/// requires that to fail with `AlreadyExists` (or a precondition failure), reads the object
-/// back unchanged, and deletes it.
-pub async fn probe(store: &dyn ObjectStore, prefix: &str) -> Result<ProbeReport, ProbeError> {
+/// are accepted); then, for [`ProbeScope::Writes`], creates a unique probe object with
+/// `PutMode::Create`, creates it again and requires that to fail with `AlreadyExists` (or a
+/// precondition failure), reads the object back unchanged, and deletes it.
+pub async fn probe(
+    store: &dyn ObjectStore,
+    prefix: &str,
+    scope: ProbeScope,
+) -> Result<ProbeReport, ProbeError> {
     let name = store.to_string();
     let unreachable = |what: &str| {
         let name = name.clone();
@@ -84,6 +98,12 @@ pub async fn probe(store: &dyn ObjectStore, prefix: &str) -> Result<ProbeReport,
         .list_with_delimiter(root.as_ref())
         .await
         .map_err(unreachable("listing the prefix"))?;
+    if scope == ProbeScope::Reads {
+        return Ok(ProbeReport {
+            key: None,
+            left_behind: false,
+        });
+    }
     let key = probe_key(prefix);
     let path = Path::from(key.as_str());
     let create = PutOptions::from(PutMode::Create);
@@ -116,7 +136,10 @@ pub async fn probe(store: &dyn ObjectStore, prefix: &str) -> Result<ProbeReport,
             true
         }
     };
-    outcome.map(|()| ProbeReport { key, left_behind })
+    outcome.map(|()| ProbeReport {
+        key: Some(key),
+        left_behind,
+    })
 }
 
 /// Reads the probe object back and requires the first write's bytes.

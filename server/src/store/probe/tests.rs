@@ -8,7 +8,7 @@ use object_store::{
     ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 
-use super::{ProbeError, probe};
+use super::{ProbeError, ProbeScope, probe};
 
 /// How a [`Quirky`] store misbehaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,21 +129,36 @@ async fn keys(store: &dyn ObjectStore) -> anyhow::Result<Vec<String>> {
 #[tokio::test]
 async fn a_store_that_honours_create_passes_and_is_left_clean() -> anyhow::Result<()> {
     let store = InMemory::new();
-    let report = probe(&store, "prod/tsdb").await?;
-    assert!(report.key.starts_with("prod/tsdb/_probe/"), "{report:?}");
+    let report = probe(&store, "prod/tsdb", ProbeScope::Writes).await?;
+    let key = report.key.clone().unwrap_or_default();
+    assert!(key.starts_with("prod/tsdb/_probe/"), "{report:?}");
     assert!(!report.left_behind);
     assert_eq!(keys(&store).await?, Vec::<String>::new());
-    let report = probe(&store, "").await?;
-    assert!(report.key.starts_with("_probe/"), "{report:?}");
-    let other = probe(&store, "").await?;
+    let report = probe(&store, "", ProbeScope::Writes).await?;
+    let key = report.key.clone().unwrap_or_default();
+    assert!(key.starts_with("_probe/"), "{report:?}");
+    let other = probe(&store, "", ProbeScope::Writes).await?;
     assert_ne!(report.key, other.key, "each probe uses its own key");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_replica_probe_only_lists() -> anyhow::Result<()> {
+    let store = quirky(Quirk::IgnoresPutMode);
+    let report = probe(&store, "p", ProbeScope::Reads).await?;
+    assert_eq!(report.key, None);
+    let store = quirky(Quirk::ListFails);
+    assert!(probe(&store, "p", ProbeScope::Reads).await.is_err());
     Ok(())
 }
 
 #[tokio::test]
 async fn a_store_that_ignores_put_mode_is_refused_by_name() -> anyhow::Result<()> {
     let store = quirky(Quirk::IgnoresPutMode);
-    let err = probe(&store, "p").await.err().map(|e| e.to_string());
+    let err = probe(&store, "p", ProbeScope::Writes)
+        .await
+        .err()
+        .map(|e| e.to_string());
     let err = err.ok_or_else(|| anyhow::anyhow!("a store that ignores PutMode passed"))?;
     assert!(
         err.contains("ignores conditional writes") && err.contains("Garage"),
@@ -160,7 +175,7 @@ async fn a_store_that_ignores_put_mode_is_refused_by_name() -> anyhow::Result<()
 #[tokio::test]
 async fn a_store_that_overwrites_before_refusing_is_refused() -> anyhow::Result<()> {
     let store = quirky(Quirk::OverwritesThenRefuses);
-    let err = probe(&store, "p").await.err();
+    let err = probe(&store, "p", ProbeScope::Writes).await.err();
     assert!(
         matches!(&err, Some(ProbeError::WriteNotKept { got, .. }) if got.ends_with("second")),
         "{err:?}"
@@ -171,7 +186,10 @@ async fn a_store_that_overwrites_before_refusing_is_refused() -> anyhow::Result<
 #[tokio::test]
 async fn an_unreachable_bucket_says_what_to_check() -> anyhow::Result<()> {
     let store = quirky(Quirk::ListFails);
-    let err = probe(&store, "p").await.err().map(|e| e.to_string());
+    let err = probe(&store, "p", ProbeScope::Writes)
+        .await
+        .err()
+        .map(|e| e.to_string());
     let err = err.ok_or_else(|| anyhow::anyhow!("a failing list passed"))?;
     assert!(
         err.contains("cannot use the bucket") && err.contains("listing the prefix"),
