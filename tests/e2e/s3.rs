@@ -44,7 +44,9 @@ fn seaweedfs_passes_the_conditional_write_probe() -> anyhow::Result<()> {
         seaweed.startup
     );
     let config = store_config(&seaweed, "probe-test")?;
+    let started = std::time::Instant::now();
     let (store, report) = runtime()?.block_on(open_store(&config))?;
+    eprintln!("the probe took {:?}", started.elapsed());
     let key = report.key.as_deref().unwrap_or_default();
     assert!(key.starts_with("probe-test/_probe/"), "{report:?}");
     assert!(!report.left_behind, "{report:?}");
@@ -63,11 +65,12 @@ fn seaweedfs_passes_the_conditional_write_probe() -> anyhow::Result<()> {
 #[test]
 fn of_sixteen_racing_creates_on_seaweedfs_exactly_one_wins() -> anyhow::Result<()> {
     const WRITERS: usize = 16;
-    const ROUNDS: usize = 5;
+    const ROUNDS: usize = 3;
     let seaweed = Seaweed::start()?;
     let store = build_store(&store_config(&seaweed, "race")?, Retries::Patient)?;
     runtime()?.block_on(async {
         for round in 0..ROUNDS {
+            let started = std::time::Instant::now();
             let key = ObjectPath::from(format!("race/manifest/{round:020}"));
             let barrier = Arc::new(tokio::sync::Barrier::new(WRITERS));
             let tasks: Vec<_> = (0..WRITERS)
@@ -96,6 +99,12 @@ fn of_sixteen_racing_creates_on_seaweedfs_exactly_one_wins() -> anyhow::Result<(
                 winners.len() == 1,
                 "round {round}: writers {winners:?} all won\n{}",
                 seaweed.log_tail()
+            );
+            // SeaweedFS queues conditional PUTs of one key, answering them a second apart.
+            eprintln!(
+                "round {round}: writer {} won; all answered after {:?}",
+                winners[0],
+                started.elapsed()
             );
             let kept = store.get(&key).await?.bytes().await?;
             assert_eq!(
