@@ -109,6 +109,9 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
             let config = strata_server::Config::resolve(&args)?;
+            if let Some(store) = &config.store {
+                return refuse_store(store);
+            }
             let (lock, tsdb) = cli::open::open_locked(&config)?;
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(config.worker_threads)
@@ -130,6 +133,20 @@ fn main() -> anyhow::Result<()> {
         Command::Query(args) => cli::query::run(&args),
         Command::Delete(args) => cli::delete::run(&args),
     }
+}
+
+/// `serve --store`: checks the bucket with the start-up probe, then stops, because this
+/// build's engine keeps its files on the local disk only.
+fn refuse_store(store: &strata_server::store::StoreConfig) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(strata_server::store::open_store(store))?;
+    anyhow::bail!(
+        "the store {} passed the start-up probe, but the object-store backend is not available \
+         in this build: run without --store to keep the data in --data-dir",
+        store.location
+    )
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Deserialize;
 
+use crate::store::{StoreArgs, StoreConfig};
+
 /// The storage flags every command that opens a data directory shares (`serve`, `import`,
 /// `scan`, `compact`). Each can also come from the environment variable named beside it.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -103,6 +105,8 @@ impl StorageArgs {
 pub struct ServeArgs {
     #[command(flatten)]
     pub storage: StorageArgs,
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// Address to listen on [default: 127.0.0.1].
     #[arg(long, env = "STRATA_BIND")]
     pub bind: Option<IpAddr>,
@@ -280,6 +284,13 @@ struct FileConfig {
     retention: Option<String>,
     #[serde(default)]
     retention_rules: Vec<FileRetentionRule>,
+    store: Option<String>,
+    s3_endpoint: Option<String>,
+    s3_region: Option<String>,
+    read_only: Option<bool>,
+    cache_disk_mb: Option<u64>,
+    store_flush_interval_ms: Option<u64>,
+    refresh_ms: Option<u64>,
 }
 
 /// A `[[retention_rules]]` entry of the TOML file.
@@ -381,6 +392,8 @@ pub struct Config {
     pub tls: Option<TlsFiles>,
     /// Whether plaintext connections are refused (only with `tls`).
     pub tls_required: bool,
+    /// The object store behind the engine; `None` = the local disk only.
+    pub store: Option<StoreConfig>,
 }
 
 /// The PEM files of the TLS certificate chain and its private key.
@@ -406,6 +419,32 @@ impl Config {
         let file = match &storage.config {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
+        };
+        let file_store = StoreArgs {
+            store: file.store.clone(),
+            s3_endpoint: file.s3_endpoint.clone(),
+            s3_region: file.s3_region.clone(),
+            read_only: file.read_only,
+            cache_disk_mb: file.cache_disk_mb,
+            store_flush_interval_ms: file.store_flush_interval_ms,
+            refresh_ms: file.refresh_ms,
+        };
+        let store = StoreConfig::resolve(&args.store.or(&file_store), &|k| std::env::var(k).ok())?;
+        let mode = args.mode.as_deref().or(file.mode.as_deref());
+        let mode = match (store.as_ref().is_some_and(|s| s.read_only), mode) {
+            // A replica never writes, so it answers as OpenTSDB's read-only mode does.
+            (true, None) => Mode::ReadOnly,
+            (true, Some(m)) => {
+                let m: Mode = m.parse()?;
+                anyhow::ensure!(
+                    m == Mode::ReadOnly,
+                    "read_only (a read replica) conflicts with mode = {}: leave mode out or \
+                     set it to ro",
+                    m.name()
+                );
+                m
+            }
+            (false, m) => m.unwrap_or("rw").parse()?,
         };
         let config = Config {
             data_dir: storage
@@ -458,12 +497,7 @@ impl Config {
                 .auto_create_tagvs
                 .or(file.auto_create_tagvs)
                 .unwrap_or(true),
-            mode: args
-                .mode
-                .as_deref()
-                .or(file.mode.as_deref())
-                .unwrap_or("rw")
-                .parse()?,
+            mode,
             max_line_bytes: args.max_line_bytes.or(file.max_line_bytes).unwrap_or(1024),
             max_connections: args
                 .max_connections
@@ -528,6 +562,7 @@ impl Config {
                 args.retention.as_deref().or(file.retention.as_deref()),
                 &file.retention_rules,
             )?,
+            store,
         };
         anyhow::ensure!(
             !config.tls_required || config.tls.is_some(),
@@ -896,6 +931,61 @@ mod tests {
         assert!(err.is_some_and(|e| e.contains("rw, ro or wo")));
         assert!(Mode::ReadOnly.reads() && !Mode::ReadOnly.writes());
         assert!(Mode::WriteOnly.writes() && !Mode::WriteOnly.reads());
+    }
+
+    #[test]
+    fn store_settings_come_from_the_file_and_a_replica_is_mode_ro() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("strata.toml");
+        // A file store, so that no AWS_* variable of the environment plays a part.
+        std::fs::write(
+            &path,
+            "store = \"file:///srv/bucket\"\nread_only = true\nrefresh_ms = 200\n\
+             cache_disk_mb = 0\n",
+        )?;
+        let args = |mode: Option<&str>| ServeArgs {
+            storage: StorageArgs {
+                config: Some(path.clone()),
+                ..StorageArgs::default()
+            },
+            mode: mode.map(String::from),
+            ..ServeArgs::default()
+        };
+        let c = Config::resolve(&args(None))?;
+        let store = c.store.context("no store")?;
+        assert_eq!(store.location.to_string(), "file:///srv/bucket");
+        assert!(store.read_only);
+        assert_eq!(
+            (store.refresh, store.cache_disk_mb),
+            (Duration::from_millis(200), 0)
+        );
+        assert_eq!(c.mode, Mode::ReadOnly, "a replica answers as mode ro");
+        assert_eq!(Config::resolve(&args(Some("ro")))?.mode, Mode::ReadOnly);
+        let err = format!(
+            "{:#}",
+            Config::resolve(&args(Some("wo")))
+                .err()
+                .context("accepted wo")?
+        );
+        assert!(err.contains("conflicts with mode = wo"), "{err}");
+        let writer = Config::resolve(&ServeArgs {
+            store: StoreArgs {
+                read_only: Some(false),
+                refresh_ms: None,
+                ..StoreArgs::default()
+            },
+            ..args(None)
+        });
+        let err = format!(
+            "{:#}",
+            writer.err().context("accepted refresh_ms on a writer")?
+        );
+        assert!(err.contains("refresh_ms applies to read replicas"), "{err}");
+        std::fs::write(&path, "s3_regoin = \"x\"\n")?;
+        let err = format!("{:#}", Config::resolve(&args(None)).err().context("typo")?);
+        assert!(err.contains("s3_regoin"), "{err}");
+        assert_eq!(Config::resolve(&ServeArgs::default())?.store, None);
+        Ok(())
     }
 
     #[test]

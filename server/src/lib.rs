@@ -9,6 +9,7 @@
 //! - [`backup`], [`restore`]: behind `POST /api/admin/backup`, `strata backup` and
 //!   `strata restore`.
 //! - [`compact_all`]: the full compaction behind `POST /api/admin/compact` and `strata compact`.
+//! - [`store`]: `--store`, the object store behind the engine, and its start-up probe.
 //! - [`rejection_reason`], [`reason`]: the `reason` labels rejected points are counted by.
 
 mod api;
@@ -25,6 +26,7 @@ mod resp;
 mod server;
 mod shared;
 mod stats;
+pub mod store;
 mod telnet;
 pub mod tls;
 mod ui;

@@ -8,6 +8,18 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
+/// The venv of the tests' tools from PyPI (Selenium, SeaweedFS's `weed`):
+/// `$STRATA_E2E_VENV`, else `<target>/e2e-venv`, where `.ci/run` puts it.
+pub(crate) fn e2e_venv() -> anyhow::Result<PathBuf> {
+    match std::env::var_os("STRATA_E2E_VENV") {
+        Some(v) => Ok(PathBuf::from(v)),
+        None => Ok(Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .parent()
+            .context("CARGO_TARGET_TMPDIR has no parent")?
+            .join("e2e-venv")),
+    }
+}
+
 /// A running server. Killed when dropped.
 pub(crate) struct Server {
     child: Child,

@@ -21,6 +21,8 @@ mod protocol;
 mod readme_tour;
 mod remote_write;
 mod retention;
+mod s3;
+mod seaweed;
 mod settings;
 mod telnet_put;
 mod ui;

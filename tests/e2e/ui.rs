@@ -129,13 +129,7 @@ fn find_program(env_var: &str, names: &[&str]) -> Option<PathBuf> {
 /// The venv with Selenium: `$STRATA_E2E_VENV`, else `<target>/e2e-venv` (where `.ci/run` puts
 /// it). Made here when missing, so the test also runs outside CI.
 fn selenium_python() -> anyhow::Result<PathBuf> {
-    let venv = match std::env::var_os("STRATA_E2E_VENV") {
-        Some(v) => PathBuf::from(v),
-        None => Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .parent()
-            .context("CARGO_TARGET_TMPDIR has no parent")?
-            .join("e2e-venv"),
-    };
+    let venv = crate::harness::e2e_venv()?;
     let python = venv.join("bin").join("python");
     let has_selenium = |python: &Path| {
         Command::new(python)

@@ -11,6 +11,7 @@ use strata_engine::Compression;
 use crate::config::Cors;
 use crate::resp::{Resp, json_ok};
 use crate::shared::Shared;
+use crate::store::StoreConfig;
 
 /// Every setting as `key → string`, sorted by key. OpenTSDB keys where one means the same
 /// thing; `strata.*` keys for Strata's own. Values of keys containing `PASS` are masked, as
@@ -108,6 +109,7 @@ pub(crate) fn settings(shared: &Shared) -> BTreeMap<String, String> {
         path(c.tls.as_ref().map(|t| t.key.as_path())),
     );
     set("strata.tls_required", c.tls_required.to_string());
+    store_settings(c.store.as_ref(), &mut set);
     let retention = shared.tsdb.retention();
     set("tsd.storage.retention", format_retention(retention.global));
     set(
@@ -125,6 +127,54 @@ pub(crate) fn settings(shared: &Shared) -> BTreeMap<String, String> {
         }
     }
     m
+}
+
+/// The `--store` settings; empty values without a store. The access key id is shown so an
+/// operator can tell which identity the server uses; the secret and the token never are.
+fn store_settings(store: Option<&StoreConfig>, set: &mut impl FnMut(&str, String)) {
+    let ms = |d: std::time::Duration| d.as_millis().to_string();
+    set(
+        "strata.store",
+        store.map(|s| s.location.to_string()).unwrap_or_default(),
+    );
+    set(
+        "strata.s3_endpoint",
+        store
+            .and_then(|s| s.s3_endpoint.clone())
+            .unwrap_or_default(),
+    );
+    set(
+        "strata.s3_region",
+        store.map(|s| s.s3_region.clone()).unwrap_or_default(),
+    );
+    set(
+        "strata.s3_access_key_id",
+        store
+            .and_then(|s| s.credentials.as_ref())
+            .map(|c| c.access_key_id.clone())
+            .unwrap_or_default(),
+    );
+    set(
+        "strata.read_only",
+        store.is_some_and(|s| s.read_only).to_string(),
+    );
+    set(
+        "strata.cache_disk_mb",
+        store
+            .map(|s| s.cache_disk_mb.to_string())
+            .unwrap_or_default(),
+    );
+    set(
+        "strata.store_flush_interval_ms",
+        store.map(|s| ms(s.flush_interval)).unwrap_or_default(),
+    );
+    set(
+        "strata.refresh_ms",
+        store
+            .filter(|s| s.read_only)
+            .map(|s| ms(s.refresh))
+            .unwrap_or_default(),
+    );
 }
 
 /// `GET /api/config`.
@@ -158,4 +208,61 @@ pub(crate) fn serializers() -> Resp {
         "request_content_type": "application/json",
         "response_content_type": "application/json; charset=UTF-8",
     }]))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use crate::store::{S3Credentials, StoreArgs, StoreConfig};
+
+    fn shown(store: Option<&StoreConfig>) -> BTreeMap<String, String> {
+        let mut m = BTreeMap::new();
+        super::store_settings(store, &mut |k: &str, v: String| {
+            m.insert(k.to_string(), v);
+        });
+        m
+    }
+
+    #[test]
+    fn store_settings_are_shown_without_the_secret() -> anyhow::Result<()> {
+        let none = shown(None);
+        assert_eq!(none["strata.store"], "");
+        assert_eq!(none["strata.read_only"], "false");
+        let mut c = StoreConfig::resolve(
+            &StoreArgs {
+                store: Some("s3://strata/prod".into()),
+                s3_endpoint: Some("http://127.0.0.1:8333".into()),
+                read_only: Some(true),
+                refresh_ms: Some(250),
+                ..StoreArgs::default()
+            },
+            // Every variable reads "x": keys, and the region.
+            &|_| Some("x".into()),
+        )?
+        .ok_or_else(|| anyhow::anyhow!("no store"))?;
+        c.credentials = Some(S3Credentials {
+            access_key_id: "AKIDEXAMPLE".into(),
+            secret_access_key: "the-secret".into(),
+            session_token: Some("the-token".into()),
+        });
+        let m = shown(Some(&c));
+        assert_eq!(m["strata.store"], "s3://strata/prod");
+        assert_eq!(m["strata.s3_endpoint"], "http://127.0.0.1:8333");
+        assert_eq!(
+            m["strata.s3_region"], "x",
+            "AWS_REGION from the environment"
+        );
+        assert_eq!(m["strata.s3_access_key_id"], "AKIDEXAMPLE");
+        assert_eq!(m["strata.read_only"], "true");
+        assert_eq!(m["strata.refresh_ms"], "250");
+        assert_eq!(m["strata.store_flush_interval_ms"], "10000");
+        assert_eq!(m["strata.cache_disk_mb"], "4096");
+        let all = format!("{m:?}");
+        assert!(
+            !all.contains("the-secret") && !all.contains("the-token"),
+            "{all}"
+        );
+        Ok(())
+    }
 }

@@ -1,0 +1,19 @@
+//! `--store`: the object store (an S3 bucket, or a directory standing in for one) that keeps
+//! the engine's data files and manifest, with `--data-dir` as the local WAL and cache.
+//!
+//! - [`StoreArgs`], [`StoreConfig`], [`S3Credentials`]: the settings and their checks.
+//! - [`StoreLocation`]: the parsed `s3://bucket/prefix` or `file:///dir`.
+//! - [`build_store`], [`open_store`]: the `object_store` client, and opening it with
+//!   [`probe`], which refuses a store that ignores create-if-absent writes.
+//!
+//! See docs/operations-s3.md.
+
+mod location;
+mod open;
+mod probe;
+mod settings;
+
+pub use location::StoreLocation;
+pub use open::{Retries, build_store, open_store};
+pub use probe::{ProbeError, ProbeReport, ProbeScope, probe};
+pub use settings::{S3Credentials, StoreArgs, StoreConfig};

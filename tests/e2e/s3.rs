@@ -1,0 +1,347 @@
+//! `--store` against a real S3 server (SeaweedFS, see `seaweed.rs`): the start-up probe of
+//! conditional writes, a race of create-if-absent writes, and `strata serve --store` settings.
+
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use anyhow::Context;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use strata_server::store::{Retries, StoreArgs, StoreConfig, build_store, open_store};
+
+use crate::seaweed::{BUCKET, Seaweed};
+
+/// The store settings of `seaweed` under `prefix`, with its keys.
+fn store_config(seaweed: &Seaweed, prefix: &str) -> anyhow::Result<StoreConfig> {
+    let env = seaweed.aws_env();
+    StoreConfig::resolve(
+        &StoreArgs {
+            store: Some(format!("s3://{BUCKET}/{prefix}")),
+            s3_endpoint: Some(seaweed.endpoint.clone()),
+            ..StoreArgs::default()
+        },
+        &|k| {
+            env.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_string())
+        },
+    )?
+    .context("no store")
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()?)
+}
+
+#[test]
+fn seaweedfs_passes_the_conditional_write_probe() -> anyhow::Result<()> {
+    let seaweed = Seaweed::start()?;
+    eprintln!(
+        "SeaweedFS answered with its bucket after {:?}",
+        seaweed.startup
+    );
+    let config = store_config(&seaweed, "probe-test")?;
+    let started = std::time::Instant::now();
+    let (store, report) = runtime()?.block_on(open_store(&config))?;
+    eprintln!("the probe took {:?}", started.elapsed());
+    let key = report.key.as_deref().unwrap_or_default();
+    assert!(key.starts_with("probe-test/_probe/"), "{report:?}");
+    assert!(!report.left_behind, "{report:?}");
+    let probes = ObjectPath::from("probe-test/_probe");
+    let listed = runtime()?.block_on(store.list_with_delimiter(Some(&probes)))?;
+    // SeaweedFS lists the emptied folder `probe-test/_probe` itself as an empty object.
+    let left: Vec<_> = listed
+        .objects
+        .iter()
+        .filter(|o| o.location != probes)
+        .collect();
+    assert!(left.is_empty(), "the probe object is deleted: {left:?}");
+    Ok(())
+}
+
+#[test]
+fn of_sixteen_racing_creates_on_seaweedfs_exactly_one_wins() -> anyhow::Result<()> {
+    const WRITERS: usize = 16;
+    const ROUNDS: usize = 3;
+    let seaweed = Seaweed::start()?;
+    let store = build_store(&store_config(&seaweed, "race")?, Retries::Patient)?;
+    runtime()?.block_on(async {
+        for round in 0..ROUNDS {
+            let started = std::time::Instant::now();
+            let key = ObjectPath::from(format!("race/manifest/{round:020}"));
+            let barrier = Arc::new(tokio::sync::Barrier::new(WRITERS));
+            let tasks: Vec<_> = (0..WRITERS)
+                .map(|writer| {
+                    let (store, key, barrier) = (Arc::clone(&store), key.clone(), barrier.clone());
+                    tokio::spawn(async move {
+                        barrier.wait().await;
+                        let body = PutPayload::from(format!("writer {writer}"));
+                        let put = store
+                            .put_opts(&key, body, PutOptions::from(PutMode::Create))
+                            .await;
+                        (writer, put)
+                    })
+                })
+                .collect();
+            let mut winners = Vec::new();
+            for task in tasks {
+                let (writer, put) = task.await?;
+                match put {
+                    Ok(_) => winners.push(writer),
+                    Err(object_store::Error::AlreadyExists { .. }) => {}
+                    Err(e) => anyhow::bail!("writer {writer}, round {round}: {e}"),
+                }
+            }
+            anyhow::ensure!(
+                winners.len() == 1,
+                "round {round}: writers {winners:?} all won\n{}",
+                seaweed.log_tail()
+            );
+            // SeaweedFS queues conditional PUTs of one key, answering them a second apart.
+            eprintln!(
+                "round {round}: writer {} won; all answered after {:?}",
+                winners[0],
+                started.elapsed()
+            );
+            let kept = store.get(&key).await?.bytes().await?;
+            assert_eq!(
+                kept.as_ref(),
+                format!("writer {}", winners[0]).as_bytes(),
+                "round {round}: the object holds the winner's bytes"
+            );
+        }
+        anyhow::Ok(())
+    })
+}
+
+/// Runs `strata serve` with `args` and the SeaweedFS keys, expecting it to stop by itself.
+fn serve_and_exit(data_dir: &std::path::Path, args: &[&str]) -> anyhow::Result<Output> {
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--bind", "127.0.0.1", "--port", "0"])
+        .args(args)
+        .env("AWS_ACCESS_KEY_ID", crate::seaweed::ACCESS_KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", crate::seaweed::SECRET_ACCESS_KEY)
+        .env("RUST_LOG", "warn")
+        .output()
+        .context("running strata serve")?;
+    eprintln!(
+        "strata serve {args:?} stopped after {:?}",
+        started.elapsed()
+    );
+    Ok(out)
+}
+
+/// The stderr of a run that failed (and printed no listening line).
+fn failure(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "strata serve succeeded: {stderr}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("listening"),
+        "strata serve listened: {stderr}"
+    );
+    stderr
+}
+
+#[test]
+fn serve_with_a_store_probes_it_then_says_the_backend_is_not_in_this_build() -> anyhow::Result<()> {
+    let seaweed = Seaweed::start()?;
+    let dir = tempfile::tempdir()?;
+    let store = format!("s3://{BUCKET}/serve");
+    let out = serve_and_exit(
+        dir.path(),
+        &["--store", &store, "--s3-endpoint", &seaweed.endpoint],
+    )?;
+    let err = failure(&out);
+    assert!(
+        err.contains("passed the start-up probe")
+            && err.contains("object-store backend is not available in this build"),
+        "{err}"
+    );
+    // A replica's probe only lists the prefix.
+    let out = serve_and_exit(
+        dir.path(),
+        &[
+            "--store",
+            &store,
+            "--s3-endpoint",
+            &seaweed.endpoint,
+            "--read-only",
+        ],
+    )?;
+    let err = failure(&out);
+    assert!(err.contains("passed the start-up probe"), "{err}");
+    // A server that answers nothing on the endpoint: the bucket is named, and why.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let out = serve_and_exit(
+        dir.path(),
+        &[
+            "--store",
+            &store,
+            "--s3-endpoint",
+            &format!("http://127.0.0.1:{closed}"),
+        ],
+    )?;
+    let err = failure(&out);
+    assert!(
+        err.contains("cannot use the bucket") && err.contains("s3://strata/serve"),
+        "{err}"
+    );
+    // A bucket that does not exist.
+    let out = serve_and_exit(
+        dir.path(),
+        &[
+            "--store",
+            "s3://no-such-bucket/x",
+            "--s3-endpoint",
+            &seaweed.endpoint,
+        ],
+    )?;
+    let err = failure(&out);
+    assert!(err.contains("cannot use the bucket"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn bad_store_settings_stop_serve_with_the_setting_named() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let bucket_dir = tempfile::tempdir()?;
+    let file_store = format!("file://{}", bucket_dir.path().display());
+    for (args, want) in [
+        (vec!["--store", "strata/x"], "`store`"),
+        (
+            vec![
+                "--store",
+                "s3://strata/x",
+                "--s3-endpoint",
+                "127.0.0.1:8333",
+            ],
+            "`s3_endpoint`",
+        ),
+        (
+            vec!["--store", &file_store, "--store-flush-interval-ms", "0"],
+            "store_flush_interval_ms must be",
+        ),
+        (vec!["--read-only"], "read_only needs store"),
+        (
+            vec!["--store", &file_store, "--read-only", "--mode", "rw"],
+            "conflicts with mode = rw",
+        ),
+        (
+            vec!["--store", &file_store, "--refresh-ms", "100"],
+            "refresh_ms applies to read replicas",
+        ),
+        (vec!["--cache-disk-mb", "10"], "need store"),
+        (
+            vec!["--store", &file_store],
+            "object-store backend is not available in this build",
+        ),
+    ] {
+        let err = failure(&serve_and_exit(dir.path(), &args)?);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    // A store setting from the environment, as STRATA_* variables give every flag.
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env("STRATA_STORE", "s3://strata/x")
+        .env("STRATA_S3_ENDPOINT", "ftp://127.0.0.1")
+        .env("RUST_LOG", "warn")
+        .output()?;
+    let err = failure(&out);
+    assert!(err.contains("`s3_endpoint`"), "{err}");
+    Ok(())
+}
+
+/// The Python router of docs/operations-s3.md, run as written against a real server (both
+/// "writers" are that server), finds for each series the salt bucket its row is stored in.
+#[test]
+fn the_docs_python_router_finds_the_salt_the_server_stores() -> anyhow::Result<()> {
+    let python = crate::harness::e2e_venv()?.join("bin").join("python");
+    let has_xxhash = Command::new(&python)
+        .args(["-c", "import xxhash"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    anyhow::ensure!(
+        has_xxhash,
+        "no xxhash in the e2e venv: run `{} -m pip install xxhash==4.1.0` (.ci/run does this)",
+        python.display()
+    );
+    let dir = tempfile::tempdir()?;
+    let data = dir.path().join("data");
+    let server = crate::harness::Server::start_in(&data, &[])?;
+    let doc = include_str!("../../docs/operations-s3.md");
+    let router = doc
+        .split("```python\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .context("no Python block in the docs")?
+        .replace("http://writer-a:4242", &format!("http://{}", server.addr))
+        .replace("http://writer-b:4242", &format!("http://{}", server.addr));
+    let script = router
+        + r#"
+out = []
+for host in ["web01", "web02", "db1", "db2", "x"]:
+    for cpu in ["0", "1"]:
+        tags = {"host": host, "cpu": cpu}
+        put = {"metric": "sys.cpu.user", "timestamp": 1700000000, "value": 1, "tags": tags}
+        urllib.request.urlopen(urllib.request.Request(
+            WRITERS[0][1] + "/api/put?sync", data=json.dumps(put).encode(), method="POST"))
+        out.append("%s %s %d" % (host, cpu, salt("sys.cpu.user", tags)))
+print("\n".join(sorted(out)))
+"#;
+    let out = Command::new(&python).arg("-c").arg(&script).output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "the router failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let routed = String::from_utf8(out.stdout)?;
+    server.stop()?;
+    let scan = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["scan", "--data-dir"])
+        .arg(&data)
+        .output()?;
+    // `row salt=13 metric=sys.cpu.user base=... tags={host=web01, cpu=0} cells=1`
+    let mut stored: Vec<String> = String::from_utf8(scan.stdout)?
+        .lines()
+        .filter_map(|l| {
+            let salt = l.strip_prefix("row salt=")?.split(' ').next()?;
+            let tags = l.split("tags={").nth(1)?.split('}').next()?;
+            let host = tags.split("host=").nth(1)?.split(',').next()?;
+            let cpu = tags.split("cpu=").nth(1)?;
+            Some(format!("{host} {cpu} {salt}"))
+        })
+        .collect();
+    stored.sort();
+    // The docs' own last line prints the writer of one series.
+    let routed: Vec<&str> = routed
+        .lines()
+        .filter(|l| !l.starts_with("http://"))
+        .collect();
+    assert_eq!(routed, stored);
+    assert_eq!(stored.len(), 10, "{stored:?}");
+    Ok(())
+}
+
+/// The worked example of docs/operations-s3.md's routing section.
+#[test]
+fn the_routing_example_in_the_docs_gets_the_engines_salt() -> anyhow::Result<()> {
+    let tsuid = strata_tsdb::Tsuid::from_bytes(&[0, 0, 1, 0, 0, 1, 0, 0, 1])?;
+    assert_eq!(strata_tsdb::salt_of(&tsuid, 20), 10);
+    let doc = include_str!("../../docs/operations-s3.md");
+    assert!(
+        doc.contains("its salt is xxh3_64(that) % 20 = 10"),
+        "the docs changed"
+    );
+    Ok(())
+}
