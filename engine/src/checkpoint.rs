@@ -82,6 +82,12 @@ impl Db {
     /// go on; see the module doc for what it holds. A later checkpoint into the same target
     /// copies only the files it lacks.
     pub fn checkpoint(&self, target: &Path, progress: Progress<'_>) -> Result<CheckpointReport> {
+        if matches!(self.inner.opts.storage, crate::options::Storage::Object(_)) {
+            // The SSTs are in the bucket, not in the directory the copy is made from.
+            return Err(Error::InvalidArgument(
+                "checkpoints copy a local database; on object storage copy the prefix".into(),
+            ));
+        }
         check_target(&self.inner.dir, target)?;
         self.flush()?;
         let inner = &self.inner;

@@ -116,6 +116,21 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Lowercase hex of `bytes`, for the frozen format fixtures of tests.
+#[cfg(test)]
+pub(crate) fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The bytes of a hex fixture.
+#[cfg(test)]
+pub(crate) fn from_hex(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex fixture"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

@@ -21,6 +21,7 @@ use crate::state::State;
 impl Inner {
     /// Runs the compactions the planner asks for, one at a time, until none is due.
     pub(crate) fn compact_due(&self) -> Result<()> {
+        self.fs.check_writable()?;
         let o = PlanOptions {
             l0_trigger: self.opts.l0_compaction_trigger,
             base_bytes: self.opts.level_base_bytes,
@@ -44,6 +45,7 @@ impl Inner {
     /// `progress` gets `(bytes done, bytes in all)`, counted in input bytes: the bytes written
     /// so far while a table is merged, and the table's input bytes once it is done.
     pub(crate) fn compact_all(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
+        self.fs.check_writable()?;
         let _compacting = self.compaction.lock();
         let files = self.state.read().files.clone();
         let total: u64 = files
@@ -81,6 +83,7 @@ impl Inner {
     /// the ones holding some expired row (level-0 ones by compacting level 0 into level 1,
     /// deeper ones alone into their own level).
     pub(crate) fn expire_due(&self) -> Result<()> {
+        self.fs.check_writable()?;
         let _compacting = self.compaction.lock();
         let now = self.opts.clock.now_ms();
         let files = self.state.read().files.clone();

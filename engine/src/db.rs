@@ -51,7 +51,22 @@ pub struct Db {
 impl Db {
     /// Opens (creating if needed) the database in `dir`.
     pub fn open(dir: impl AsRef<std::path::Path>, opts: DbOptions) -> Result<Db> {
-        crate::open::open(dir.as_ref(), opts).map(|inner| Db { inner })
+        crate::open::open(dir.as_ref(), opts, false).map(|inner| Db { inner })
+    }
+
+    /// Opens a read-only follower of the object-store prefix in `opts.storage` (which must be
+    /// `Storage::Object`): it reads the newest manifest version, serves reads from its files,
+    /// and takes no writes (`Error::ReadOnly`), flushes or compactions. `dir` holds its local
+    /// state and must not be a writer's directory. [`Db::refresh`] follows the writer.
+    pub fn open_read_only(dir: impl AsRef<std::path::Path>, opts: DbOptions) -> Result<Db> {
+        crate::open::open(dir.as_ref(), opts, true).map(|inner| Db { inner })
+    }
+
+    /// A follower reads the newest manifest version and, if it is newer than its own, swaps in
+    /// its files: new ones are opened (fetched through the disk cache), removed ones dropped.
+    /// True if the file set changed. On a writer it does nothing.
+    pub fn refresh(&self) -> Result<bool> {
+        self.inner.refresh()
     }
 
     /// Opens the table `name`, creating it with `opts` if it does not exist.
@@ -64,6 +79,7 @@ impl Db {
             self.inner.set_table_options(t.id, opts);
             return Ok(t.clone());
         }
+        self.inner.fs.check_writable()?;
         let id = tables.values().map(Table::id).max().unwrap_or(0) + 1;
         // A table's creation is always durable before the table is handed out. Its record
         // changes no cell, so the group's apply skips it; the table map is updated here.
@@ -120,10 +136,17 @@ impl Db {
         if batch.is_empty() {
             return Ok(());
         }
+        self.inner.fs.check_writable()?;
         if self.inner.stall_if_needed() {
             self.inner.freeze_overgrown()?;
         }
-        self.inner.commit(WalEntry::Batch(batch), sync, queue)
+        self.inner.commit(WalEntry::Batch(batch), sync, queue)?;
+        if sync {
+            // Over an object store: no synced write is acknowledged once a newer writer has
+            // taken over the prefix.
+            self.inner.fs.confirm_writer()?;
+        }
+        Ok(())
     }
 
     /// Whether a [`Db::write`] now would wait: for an fsync (policy `always`), or for memtable
@@ -195,6 +218,7 @@ impl Db {
     /// Flushes the memtables to SST files and waits for it. Its error is that of its own
     /// flush: the background flusher waits meanwhile.
     pub fn flush(&self) -> Result<()> {
+        self.inner.fs.check_writable()?;
         self.settle()?;
         let inner = &self.inner;
         let mut manifest = inner.manifest.lock();
@@ -281,6 +305,7 @@ impl Db {
             wal_syncs: wal.syncs.load(Ordering::Relaxed),
             wal_queue_bytes: inner.wal.queued_bytes(),
             batches_written: wal.batches.load(Ordering::Relaxed),
+            object: inner.fs.object_stats().unwrap_or_default(),
         }
     }
 

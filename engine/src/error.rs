@@ -57,6 +57,23 @@ pub enum Error {
     /// on disk is unknown: every write is refused until a restart recovers from the files.
     #[error("writes are refused until a restart: the write-ahead log failed: {0}")]
     WalFailed(#[source] Arc<Error>),
+    /// A newer writer opened this database's object-store prefix: this one may no longer
+    /// change it, and refuses every write until it is reopened. Reads go on.
+    #[error(
+        "writer fenced on {prefix}: this writer holds epoch {epoch}, but a writer with epoch \
+         {newer_epoch} or later took over the prefix; writes are refused, reads go on"
+    )]
+    Fenced {
+        /// The object-store prefix.
+        prefix: String,
+        /// This writer's epoch.
+        epoch: u64,
+        /// The epoch of the newer writer (at least).
+        newer_epoch: u64,
+    },
+    /// The database is a read-only follower (`Db::open_read_only`).
+    #[error("the database is read-only: {0}")]
+    ReadOnly(String),
 }
 
 impl Error {
@@ -65,7 +82,8 @@ impl Error {
         match self {
             Error::InvalidArgument(_) => ErrorKind::Client,
             Error::NoSuchTable(_) => ErrorKind::NotFound,
-            Error::WalFailed(_) => ErrorKind::Unavailable,
+            Error::WalFailed(_) | Error::Fenced { .. } => ErrorKind::Unavailable,
+            Error::ReadOnly(_) => ErrorKind::Client,
             Error::Io { source, .. } if source.kind() == io::ErrorKind::StorageFull => {
                 ErrorKind::Unavailable
             }
@@ -111,6 +129,15 @@ mod tests {
                 Error::WalFailed(Arc::new(io(io::ErrorKind::Other))),
                 ErrorKind::Unavailable,
             ),
+            (
+                Error::Fenced {
+                    prefix: "p".into(),
+                    epoch: 1,
+                    newer_epoch: 2,
+                },
+                ErrorKind::Unavailable,
+            ),
+            (Error::ReadOnly("follower".into()), ErrorKind::Client),
         ];
         for (e, kind) in cases {
             assert_eq!(e.kind(), kind, "{e}");

@@ -65,6 +65,8 @@ impl Inner {
         let Some(frozen) = self.state.read().frozen.first().cloned() else {
             return Ok(false);
         };
+        // A fenced writer uploads nothing more.
+        self.fs.check_writable()?;
         let start = Instant::now();
         let mut written = Vec::new();
         let mut next = manifest.clone();

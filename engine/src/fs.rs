@@ -33,8 +33,12 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
+use crate::file_name::{MANIFEST_NAME, parse_sst_file_name};
+use crate::manifest::Manifest;
+use crate::stats::ObjectStats;
 
 pub(crate) mod fault;
+pub(crate) mod object;
 
 /// A place that holds the engine's files.
 pub(crate) trait FileSystem: Send + Sync + fmt::Debug {
@@ -83,6 +87,58 @@ pub(crate) trait FileSystem: Send + Sync + fmt::Debug {
             });
         }
         self.sync_dir(name).map_err(after)
+    }
+
+    /// Loads the manifest; `None` if there is none yet. The local scheme reads the single
+    /// `MANIFEST` file; the object store reads (and a writer claims) the newest version.
+    fn load_manifest(&self) -> Result<Option<Manifest>> {
+        Manifest::load_file(self)
+    }
+
+    /// Makes `manifest` the current one, atomically; see [`FileSystem::write_atomic`] for the
+    /// error. Over an object store a newer writer makes this fail with `Error::Fenced`.
+    fn store_manifest(&self, manifest: &Manifest) -> Result<(), AtomicWriteError> {
+        self.write_atomic(MANIFEST_NAME, &manifest.encode())
+    }
+
+    /// Deletes, at open, the files a crash left behind that `manifest` does not name: SSTs
+    /// and a half-written manifest.
+    fn remove_orphans(&self, manifest: &Manifest) -> Result<()> {
+        for name in self.list()? {
+            let orphan = match parse_sst_file_name(&name) {
+                Some(id) => !manifest.files.iter().any(|f| f.id == id),
+                None => name == format!("{MANIFEST_NAME}.tmp"),
+            };
+            if orphan {
+                tracing::info!(file = %name, "deleting a file left by an interrupted flush");
+                self.delete(&name)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails if this database may not write: a fenced writer or a read-only follower.
+    fn check_writable(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Called before a synced write is acknowledged: fails if a newer writer has taken over
+    /// (see `fs/object.rs`). Local storage has no other writer.
+    fn confirm_writer(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// A follower's newest manifest, if it is newer than the one it last returned.
+    fn refresh_manifest(&self) -> Result<Option<Manifest>> {
+        Ok(None)
+    }
+
+    /// Drops the local copy of a file a follower no longer needs.
+    fn forget(&self, _name: &str) {}
+
+    /// Object-store counters, on that backend.
+    fn object_stats(&self) -> Option<ObjectStats> {
+        None
     }
 }
 
@@ -134,6 +190,20 @@ pub(crate) trait RandomAccessFile: Send + Sync + fmt::Debug {
     /// Reads exactly `len` bytes at `offset`. A range past the end of the file is
     /// [`Error::Corruption`]: the caller took the range from the file's own metadata.
     fn read_at(&self, offset: u64, len: usize) -> Result<Bytes>;
+}
+
+/// Fails with [`Error::Corruption`] if `len` bytes at `offset` run past the end of the file
+/// `name` of `file_len` bytes.
+pub(crate) fn check_range(name: &str, file_len: u64, offset: u64, len: usize) -> Result<()> {
+    let end = offset.checked_add(len as u64);
+    if end.is_none_or(|end| end > file_len) {
+        return Err(Error::corruption(
+            name,
+            offset,
+            format!("read of {len} bytes runs past the end of the file ({file_len} bytes)"),
+        ));
+    }
+    Ok(())
 }
 
 /// A [`FileSystem`] on a local directory.
@@ -331,17 +401,7 @@ impl RandomAccessFile for LocalReadable {
     }
 
     fn read_at(&self, offset: u64, len: usize) -> Result<Bytes> {
-        let end = offset.checked_add(len as u64);
-        if end.is_none_or(|end| end > self.len) {
-            return Err(Error::corruption(
-                &self.name,
-                offset,
-                format!(
-                    "read of {len} bytes runs past the end of the file ({} bytes)",
-                    self.len
-                ),
-            ));
-        }
+        check_range(&self.name, self.len, offset, len)?;
         let mut buf = vec![0u8; len];
         self.file
             .read_exact_at(&mut buf, offset)

@@ -52,6 +52,9 @@ pub(crate) struct Signal {
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub(crate) opts: DbOptions,
+    /// A read-only follower of an object-store prefix (`Db::open_read_only`): no flushes,
+    /// no compactions.
+    pub(crate) follower: bool,
     pub(crate) dir: PathBuf,
     pub(crate) fs: Arc<dyn FileSystem>,
     pub(crate) cache: Arc<BlockCache>,

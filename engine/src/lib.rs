@@ -10,6 +10,11 @@
 //! writes it cannot log and holds flushes and compactions back until it has space (see the
 //! `## Failures` sections of the `db` and `wal` modules). [`EngineStats`] shows both.
 //!
+//! SST files and the manifest live in the database directory, or with [`Storage::Object`] in
+//! an object store (S3) under a prefix, with the WAL and a bounded disk cache local. There a
+//! newer writer on the prefix fences the older one ([`Error::Fenced`]), and
+//! [`Db::open_read_only`] opens a follower that [`Db::refresh`] keeps up with the writer.
+//!
 //! The engine knows nothing about time series.
 
 mod batch;
@@ -26,6 +31,7 @@ mod expiry;
 mod file_name;
 mod flush;
 mod fold;
+mod follow;
 mod fs;
 mod inner;
 mod key;
@@ -57,14 +63,16 @@ pub use fold::{FlushFold, FlushFolder, FoldEntry, FoldKind, FoldOut};
 pub use fs::fault::Faults;
 #[cfg(any(test, feature = "testing"))]
 pub use fs::fault::{Fault, FaultError, FaultFile, FaultOp};
+pub use object_store;
 pub use options::{
-    Clock, Compression, DbOptions, FilterMode, SyncPolicy, SystemClock, TableOptions,
+    Clock, Compression, DbOptions, FilterMode, ObjectStorage, Storage, SyncPolicy, SystemClock,
+    TableOptions,
 };
 pub use scan::{Cell, Row, RowFilter, RowIter, ScanOptions};
 pub use snapshot::Snapshot;
 #[cfg(feature = "testing")]
 pub use sst::{fuzz_fix_sst_checksums, fuzz_read_sst};
-pub use stats::{EngineStats, LevelStats};
+pub use stats::{EngineStats, LevelStats, ObjectStats};
 pub use table::Table;
 #[cfg(feature = "testing")]
 pub use testing::{WalReplay, fuzz_fix_wal_checksums, fuzz_replay_wal};

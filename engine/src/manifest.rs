@@ -33,6 +33,7 @@ use crate::coding::{Cursor, put_varint};
 use crate::error::{Error, Result};
 use crate::file_name::MANIFEST_NAME;
 use crate::fs::{AtomicWriteError, FileSystem};
+
 const MAGIC: &[u8; 4] = b"SMAN";
 const VERSION: u16 = 1;
 /// Magic, version, reserved, body length.
@@ -159,8 +160,13 @@ impl Manifest {
         Ok(m)
     }
 
-    /// Loads the manifest from `fs`; `None` if there is none yet.
+    /// Loads the manifest from `fs`, by the scheme of its backend; `None` if there is none yet.
     pub(crate) fn load(fs: &dyn FileSystem) -> Result<Option<Manifest>> {
+        fs.load_manifest()
+    }
+
+    /// Loads the single `MANIFEST` file (the local scheme); `None` if there is none yet.
+    pub(crate) fn load_file(fs: &(impl FileSystem + ?Sized)) -> Result<Option<Manifest>> {
         if !fs.list()?.iter().any(|n| n == MANIFEST_NAME) {
             return Ok(None);
         }
@@ -172,7 +178,7 @@ impl Manifest {
     /// Atomically replaces the manifest in `fs` with this one. On failure the error says
     /// whether the file may hold this manifest after all.
     pub(crate) fn store(&self, fs: &dyn FileSystem) -> Result<(), AtomicWriteError> {
-        fs.write_atomic(MANIFEST_NAME, &self.encode())
+        fs.store_manifest(self)
     }
 }
 
@@ -241,16 +247,8 @@ mod tests {
 
     #[test]
     fn format_v1_fixture_is_reproduced_and_reads() -> Result<()> {
-        let hex: String = sample()
-            .encode()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        assert_eq!(hex, V1_FIXTURE);
-        let bytes: Vec<u8> = (0..V1_FIXTURE.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&V1_FIXTURE[i..i + 2], 16).expect("hex fixture"))
-            .collect();
+        assert_eq!(crate::coding::to_hex(&sample().encode()), V1_FIXTURE);
+        let bytes = crate::coding::from_hex(V1_FIXTURE);
         assert_eq!(Manifest::decode(&bytes, "M")?, sample());
         Ok(())
     }

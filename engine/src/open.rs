@@ -16,12 +16,13 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
-use crate::file_name::{MANIFEST_NAME, parse_sst_file_name, sst_file_name};
-use crate::fs::LocalFs;
+use crate::file_name::sst_file_name;
+use crate::fs::object::{ObjectFs, Role};
+use crate::fs::{FileSystem, LocalFs};
 use crate::inner::{Counters, Inner, Signal};
 use crate::manifest::Manifest;
 use crate::memtable::Memtable;
-use crate::options::{DbOptions, SyncPolicy};
+use crate::options::{DbOptions, Storage, SyncPolicy};
 use crate::sst::SstReader;
 use crate::state::{Files, State};
 use crate::table::Table;
@@ -64,37 +65,51 @@ fn release_dir(dir: &Path) {
     OPEN_DIRS_CV.notify_all();
 }
 
-/// Opens (creating if needed) the database in `dir`.
-pub(crate) fn open(dir: &Path, opts: DbOptions) -> Result<Arc<Inner>> {
+/// Opens (creating if needed) the database in `dir`; a `follower` only reads (object
+/// storage only).
+pub(crate) fn open(dir: &Path, opts: DbOptions, follower: bool) -> Result<Arc<Inner>> {
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     let dir = dir
         .canonicalize()
         .map_err(|e| Error::io(format!("resolving {}", dir.display()), e))?;
     claim_dir(&dir)?;
-    open_claimed(&dir, opts).inspect_err(|_| release_dir(&dir))
+    open_claimed(&dir, opts, follower).inspect_err(|_| release_dir(&dir))
 }
 
-fn open_claimed(dir: &Path, opts: DbOptions) -> Result<Arc<Inner>> {
-    let fs = opts.faults.wrap(Arc::new(LocalFs::new(dir)?));
+fn open_claimed(dir: &Path, opts: DbOptions, follower: bool) -> Result<Arc<Inner>> {
+    let local = LocalFs::new(dir)?;
+    // The WAL always stays in the local directory.
+    let (fs, wal_fs): (Arc<dyn FileSystem>, Arc<dyn FileSystem>) = match &opts.storage {
+        Storage::Local if follower => {
+            return Err(Error::InvalidArgument(
+                "a read-only follower needs object storage".into(),
+            ));
+        }
+        Storage::Local => {
+            let fs = opts.faults.wrap(Arc::new(local));
+            (fs.clone(), fs)
+        }
+        Storage::Object(o) => {
+            let role = if follower {
+                Role::Follower
+            } else {
+                Role::Writer
+            };
+            let fs = ObjectFs::new(local.clone(), o.clone(), role)?;
+            (Arc::new(fs), Arc::new(local))
+        }
+    };
     let manifest = Manifest::load(&*fs)?.unwrap_or(Manifest {
         next_file_id: 1,
         ..Manifest::default()
     });
-    // Files a crash left behind: SSTs the manifest does not name, a half-written
-    // manifest, and WAL segments it covers whose deletion did not finish.
-    let live: Vec<u64> = manifest.files.iter().map(|f| f.id).collect();
-    for name in fs.list()? {
-        let orphan = match parse_sst_file_name(&name) {
-            Some(id) => !live.contains(&id),
-            None => name == format!("{MANIFEST_NAME}.tmp"),
-        };
-        if orphan {
-            tracing::info!(file = %name, "deleting a file left by an interrupted flush");
-            fs.delete(&name)?;
-        }
+    if !follower {
+        // Files a crash left behind: SSTs no manifest names, a half-written manifest, and
+        // WAL segments it covers whose deletion did not finish.
+        fs.remove_orphans(&manifest)?;
+        wal::delete_segments_through(&*wal_fs, manifest.flushed_segment)?;
     }
-    wal::delete_segments_through(&*fs, manifest.flushed_segment)?;
 
     let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
     let mut files = Files::default();
@@ -113,6 +128,10 @@ fn open_claimed(dir: &Path, opts: DbOptions) -> Result<Arc<Inner>> {
     let mut seq = manifest.last_seq;
     let now = opts.clock.now_ms();
     let mut replay = |payload: &[u8], file: &str, offset: u64| -> Result<()> {
+        if follower {
+            // A follower serves what the manifest names; it takes no writes to replay.
+            return Ok(());
+        }
         let bad = |detail: String| Error::corruption(file, offset, detail);
         match decode_entry(payload).map_err(bad)? {
             DecodedEntry::Table { id, name } => {
@@ -126,7 +145,7 @@ fn open_claimed(dir: &Path, opts: DbOptions) -> Result<Arc<Inner>> {
         Ok(())
     };
     let wal = Arc::new(Wal::open_from(
-        fs.clone(),
+        wal_fs,
         opts.wal_segment_bytes,
         manifest.flushed_segment + 1,
         &mut replay,
@@ -136,6 +155,7 @@ fn open_claimed(dir: &Path, opts: DbOptions) -> Result<Arc<Inner>> {
     }
     let inner = Arc::new(Inner {
         opts,
+        follower,
         dir: dir.to_path_buf(),
         fs,
         cache,

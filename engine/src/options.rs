@@ -1,6 +1,7 @@
 //! Database and table options.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -100,8 +101,69 @@ pub struct DbOptions {
     /// Wall clock used for TTL decisions.
     pub clock: Arc<dyn Clock>,
     /// Faults to inject into file operations, for tests (the `testing` feature). The default
-    /// injects nothing.
+    /// injects nothing. They apply to the local backend only.
     pub faults: Faults,
+    /// Where SST files and the manifest live: the local directory (the default) or an object
+    /// store.
+    pub storage: Storage,
+}
+
+/// Where a database keeps its SST files and manifest.
+#[derive(Debug, Clone, Default)]
+pub enum Storage {
+    /// Everything in the database directory.
+    #[default]
+    Local,
+    /// SSTs and versioned manifests in an object store under a prefix; the WAL stays in the
+    /// database directory and a bounded disk cache of SSTs in [`ObjectStorage::cache_dir`].
+    Object(ObjectStorage),
+}
+
+/// An object store for a database's SSTs and manifest (see `engine/FORMAT.md` for the layout).
+#[derive(Debug, Clone)]
+pub struct ObjectStorage {
+    /// The store, e.g. `object_store::aws::AmazonS3` or, in tests, `InMemory`. It must support
+    /// create-if-absent writes (`PutMode::Create`).
+    pub store: Arc<dyn object_store::ObjectStore>,
+    /// The key prefix the database lives under (no leading or trailing `/` needed).
+    pub prefix: String,
+    /// The local directory of the SST disk cache.
+    pub cache_dir: PathBuf,
+    /// The disk cache's bound in bytes; least recently used files are evicted past it.
+    pub cache_bytes: u64,
+    /// An SST object no manifest version names is deleted at open only once it is this old,
+    /// so that another writer's upload in flight is not.
+    pub orphan_grace: Duration,
+    /// The newest manifest versions always kept.
+    pub manifest_versions_kept: usize,
+    /// Older manifest versions, and SSTs a compaction replaced, are deleted once they have
+    /// been superseded this long, so that read-only followers still on them can finish.
+    pub delete_delay: Duration,
+    /// SSTs up to this size are uploaded with one PUT, larger ones in multipart uploads.
+    pub multipart_threshold: u64,
+}
+
+impl ObjectStorage {
+    /// Storage in `store` under `prefix`, with a disk cache of `cache_bytes` in `cache_dir`,
+    /// and the default delays: 1 h of grace for orphans, 10 manifest versions kept, 60 s
+    /// before superseded objects go, multipart above 16 MiB.
+    pub fn new(
+        store: Arc<dyn object_store::ObjectStore>,
+        prefix: impl Into<String>,
+        cache_dir: impl Into<PathBuf>,
+        cache_bytes: u64,
+    ) -> ObjectStorage {
+        ObjectStorage {
+            store,
+            prefix: prefix.into(),
+            cache_dir: cache_dir.into(),
+            cache_bytes,
+            orphan_grace: Duration::from_secs(3600),
+            manifest_versions_kept: 10,
+            delete_delay: Duration::from_secs(60),
+            multipart_threshold: 16 << 20,
+        }
+    }
 }
 
 impl Default for DbOptions {
@@ -122,6 +184,7 @@ impl Default for DbOptions {
             wal_segment_bytes: 64 << 20,
             clock: Arc::new(SystemClock),
             faults: Faults::default(),
+            storage: Storage::Local,
         }
     }
 }

@@ -67,4 +67,38 @@ pub struct EngineStats {
     pub wal_queue_bytes: u64,
     /// Write batches committed.
     pub batches_written: u64,
+    /// Object-store counters; zero on the local backend.
+    pub object: ObjectStats,
+}
+
+/// Requests to the object store and the SST disk cache in front of it (`Storage::Object`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectStats {
+    /// GET requests (whole objects and ranges).
+    pub gets: u64,
+    /// PUT requests: single uploads, multipart parts and their create/complete calls, and
+    /// manifest versions.
+    pub puts: u64,
+    /// HEAD requests (checks of the manifest head before acknowledging synced writes).
+    pub heads: u64,
+    /// LIST requests.
+    pub lists: u64,
+    /// DELETE requests.
+    pub deletes: u64,
+    /// Bytes downloaded.
+    pub bytes_read: u64,
+    /// Bytes uploaded.
+    pub bytes_written: u64,
+    /// SST reads served by the disk cache.
+    pub disk_cache_hits: u64,
+    /// SST reads that went to the object store.
+    pub disk_cache_misses: u64,
+    /// Bytes of SST files in the disk cache.
+    pub disk_cache_bytes: u64,
+    /// The newest manifest version this database wrote or read.
+    pub manifest_version: u64,
+    /// This writer's epoch (0 for a follower).
+    pub epoch: u64,
+    /// A newer writer took over the prefix: writes are refused.
+    pub fenced: bool,
 }

@@ -129,6 +129,9 @@ pub(crate) fn spawn_all(inner: &Arc<Inner>) -> Result<()> {
             Ok(())
         },
     )?;
+    if inner.follower {
+        return Ok(());
+    }
     spawn_flusher(Arc::downgrade(inner), inner.signal.clone())?;
     spawn_compactor(Arc::downgrade(inner), inner.compact_signal.clone())
 }

@@ -182,7 +182,7 @@ fn a_damaged_footer_or_a_missing_file_drops_the_file() -> Result<()> {
         assert_eq!(f.remedy, want);
         {
             let view = CheckView::open(&report, opts())?;
-            assert_eq!(readable(view.db(), "b")?, vec![]);
+            assert_eq!(readable(view.db(), "b")?, Vec::<u32>::new());
             assert_eq!(readable(view.db(), "a")?.len(), 260);
         }
         let (_, db) = repair_and_reopen(dir.path())?;

@@ -1,0 +1,1178 @@
+//! The object-store backend ([`ObjectFs`]): SST files and numbered manifest versions in an
+//! `object_store::ObjectStore` under a prefix, WAL segments in the local database directory,
+//! and a bounded disk cache of SST files in front of the store.
+//!
+//! ## Layout
+//!
+//! ```text
+//! <prefix>/sst/<16 hex>.sst          one object per SST file, written once
+//! <prefix>/manifest/<20 digits>      manifest version n, created if absent (PutMode::Create)
+//! ```
+//!
+//! The version format and the fencing protocol are in `engine/FORMAT.md`.
+//!
+//! ## Writes
+//!
+//! An SST is spooled to a file in the cache directory and uploaded by `finish` (one PUT up to
+//! `multipart_threshold`, a multipart upload above), so `finish` returning Ok means the object
+//! is in the bucket; the spooled file then becomes the cache entry, so the writer's cache is
+//! warm. Files being spooled are outside the cache's bound (at most one per flush or
+//! compaction running).
+//!
+//! ## Reads
+//!
+//! A read the disk cache cannot serve fetches the whole object into the cache. SST files are
+//! bounded by the compaction target (64 MiB by default), the reader reads the footer, index,
+//! filter and properties of a file as soon as it opens it, and scans go on to read most of its
+//! data blocks, so one GET per file costs fewer requests (S3 bills per request) and round trips
+//! than ranged GETs, and the memory block cache above serves the hot blocks. Only an object
+//! larger than half the cache is read by ranges, uncached. Evicting a file unlinks it; a read
+//! of it after that fetches it again. Readers open the cached file for each read, so an
+//! evicted file's space is freed at once.
+//!
+//! ## Fencing
+//!
+//! A writer claims the next manifest version with a new epoch at open; every manifest store
+//! creates the next version if absent. When that version exists and was written by another
+//! epoch, this writer is fenced: the store fails with `Error::Fenced`, and every later write is
+//! refused. A synced write is acknowledged only after [`FileSystem::confirm_writer`] found no
+//! version after this writer's head, with a check that started after the write's WAL fsync:
+//! once a newer writer has claimed its version, no synced write is acknowledged here. Checks
+//! are shared: one HEAD serves every synced write waiting when it starts.
+//!
+//! Object-store I/O runs on a small private tokio runtime; callers wait on a std channel, never
+//! entering a runtime, so the engine may be called from a tokio worker thread.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fs::{self, File, OpenOptions};
+use std::future::Future;
+use std::io::{self, BufWriter, ErrorKind, Write};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use parking_lot::Mutex;
+
+use super::{AtomicWriteError, FileSystem, LocalFs, LogFile, RandomAccessFile, WritableFile};
+use crate::error::{Error, Result};
+use crate::file_name::parse_sst_file_name;
+use crate::manifest::Manifest;
+use crate::options::ObjectStorage;
+use crate::stats::ObjectStats;
+
+/// Magic of a manifest version object.
+const VERSION_MAGIC: &[u8; 4] = b"SMVR";
+/// Format of a manifest version object.
+const VERSION_FORMAT: u16 = 1;
+/// Magic, format, reserved, version, epoch, manifest length.
+const VERSION_HEADER_BYTES: usize = 4 + 2 + 2 + 8 + 8 + 4;
+/// File ids of epoch `e` start at `e << EPOCH_FILE_SHIFT`, so that two writers of one prefix
+/// (the fenced one still running) never name an SST alike.
+pub(crate) const EPOCH_FILE_SHIFT: u32 = 40;
+/// Parts of a multipart upload.
+const PART_BYTES: usize = 8 << 20;
+/// Attempts at claiming a version at open when other writers race for it.
+const CLAIM_ATTEMPTS: usize = 8;
+
+/// Whether an [`ObjectFs`] writes (and fences) or follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// Claims an epoch at open and writes manifest versions.
+    Writer,
+    /// Reads manifest versions only.
+    Follower,
+}
+
+/// One manifest version object, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct VersionRecord {
+    /// Its number, as in its object name.
+    pub(crate) version: u64,
+    /// The epoch of the writer that created it.
+    pub(crate) epoch: u64,
+    /// The manifest.
+    pub(crate) manifest: Manifest,
+}
+
+impl VersionRecord {
+    /// Encodes the object: header, the manifest's own encoding, xxh3_64 of everything before.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let body = self.manifest.encode();
+        let mut out = Vec::with_capacity(VERSION_HEADER_BYTES + body.len() + 8);
+        out.extend_from_slice(VERSION_MAGIC);
+        out.extend_from_slice(&VERSION_FORMAT.to_be_bytes());
+        out.extend_from_slice(&0u16.to_be_bytes());
+        out.extend_from_slice(&self.version.to_be_bytes());
+        out.extend_from_slice(&self.epoch.to_be_bytes());
+        out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        out.extend_from_slice(&body);
+        let sum = xxhash_rust::xxh3::xxh3_64(&out);
+        out.extend_from_slice(&sum.to_be_bytes());
+        out
+    }
+
+    /// Decodes the object `file`; every failure is `Error::Corruption`.
+    pub(crate) fn decode(bytes: &[u8], file: &str) -> Result<VersionRecord> {
+        let bad = |offset: usize, detail: &str| Error::corruption(file, offset as u64, detail);
+        if bytes.len() < VERSION_HEADER_BYTES + 8 {
+            return Err(bad(0, "manifest version is too short"));
+        }
+        if &bytes[..4] != VERSION_MAGIC {
+            return Err(bad(0, "bad manifest version magic"));
+        }
+        let (data, sum) = bytes.split_at(bytes.len() - 8);
+        let mut want = [0u8; 8];
+        want.copy_from_slice(sum);
+        if xxhash_rust::xxh3::xxh3_64(data) != u64::from_be_bytes(want) {
+            return Err(bad(data.len(), "manifest version checksum mismatch"));
+        }
+        let u64_at = |at: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&data[at..at + 8]);
+            u64::from_be_bytes(b)
+        };
+        if u16::from_be_bytes([data[4], data[5]]) != VERSION_FORMAT || data[6] != 0 || data[7] != 0
+        {
+            return Err(bad(4, "unsupported manifest version format"));
+        }
+        let (version, epoch) = (u64_at(8), u64_at(16));
+        let len = u32::from_be_bytes([data[24], data[25], data[26], data[27]]) as usize;
+        if len != data.len() - VERSION_HEADER_BYTES {
+            return Err(bad(24, "manifest version length mismatch"));
+        }
+        let manifest = Manifest::decode(&data[VERSION_HEADER_BYTES..], file)?;
+        Ok(VersionRecord {
+            version,
+            epoch,
+            manifest,
+        })
+    }
+}
+
+/// Request counters.
+#[derive(Debug, Default)]
+struct Counters {
+    gets: AtomicU64,
+    puts: AtomicU64,
+    heads: AtomicU64,
+    lists: AtomicU64,
+    deletes: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+/// A tokio runtime that is shut down without waiting: the engine may be dropped on a thread
+/// of another runtime, where a blocking shutdown panics.
+#[derive(Debug)]
+struct IoRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for IoRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// The LRU index of the disk cache.
+#[derive(Debug, Default)]
+struct CacheIndex {
+    /// Name → (bytes, last use).
+    files: HashMap<String, (u64, u64)>,
+    /// Last use → name.
+    lru: BTreeMap<u64, String>,
+    used: u64,
+    tick: u64,
+}
+
+/// SST files on local disk, at most `capacity` bytes, least recently used evicted first.
+#[derive(Debug)]
+struct DiskCache {
+    dir: PathBuf,
+    capacity: u64,
+    index: Mutex<CacheIndex>,
+}
+
+impl DiskCache {
+    /// Indexes the SST files already in `dir`, deleting spooled and partial files.
+    fn open(dir: PathBuf, capacity: u64) -> Result<DiskCache> {
+        fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("creating cache directory {}", dir.display()), e))?;
+        let cache = DiskCache {
+            dir,
+            capacity,
+            index: Mutex::new(CacheIndex::default()),
+        };
+        let ctx = || format!("listing cache directory {}", cache.dir.display());
+        let mut found = Vec::new();
+        for entry in fs::read_dir(&cache.dir).map_err(|e| Error::io(ctx(), e))? {
+            let entry = entry.map_err(|e| Error::io(ctx(), e))?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            let meta = entry.metadata().map_err(|e| Error::io(ctx(), e))?;
+            if !meta.is_file() {
+                continue;
+            }
+            if parse_sst_file_name(&name).is_some() {
+                let used = meta.modified().unwrap_or(UNIX_EPOCH);
+                found.push((used, name, meta.len()));
+            } else if name.ends_with(".spool") || name.ends_with(".fetch") {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+        found.sort();
+        for (_, name, len) in found {
+            cache.insert(&name, len);
+        }
+        Ok(cache)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Reads `len` bytes at `offset` of `name` if the cache holds it.
+    fn read(&self, name: &str, offset: u64, len: usize) -> Option<Bytes> {
+        {
+            let mut index = self.index.lock();
+            index.tick += 1;
+            let tick = index.tick;
+            let (_, used) = index.files.get_mut(name)?;
+            let old = std::mem::replace(used, tick);
+            index.lru.remove(&old);
+            index.lru.insert(tick, name.to_owned());
+        }
+        // Evicted meanwhile: the caller fetches it again.
+        let file = File::open(self.path(name)).ok()?;
+        let mut buf = vec![0u8; len];
+        file.read_exact_at(&mut buf, offset).ok()?;
+        Some(Bytes::from(buf))
+    }
+
+    /// The size of `name` if cached.
+    fn len_of(&self, name: &str) -> Option<u64> {
+        self.index.lock().files.get(name).map(|(len, _)| *len)
+    }
+
+    /// Records the file `name` (already at its path) and evicts down to the bound.
+    fn insert(&self, name: &str, len: u64) {
+        let mut evicted = Vec::new();
+        {
+            let mut index = self.index.lock();
+            index.tick += 1;
+            let tick = index.tick;
+            if let Some((old_len, old_tick)) = index.files.insert(name.to_owned(), (len, tick)) {
+                index.used -= old_len;
+                index.lru.remove(&old_tick);
+            }
+            index.lru.insert(tick, name.to_owned());
+            index.used += len;
+            while index.used > self.capacity {
+                let Some((_, victim)) = index.lru.pop_first() else {
+                    break;
+                };
+                if let Some((victim_len, _)) = index.files.remove(&victim) {
+                    index.used -= victim_len;
+                }
+                evicted.push(victim);
+            }
+        }
+        for victim in evicted {
+            let _ = fs::remove_file(self.path(&victim));
+        }
+    }
+
+    /// Drops `name` from the cache.
+    fn remove(&self, name: &str) {
+        {
+            let mut index = self.index.lock();
+            if let Some((len, tick)) = index.files.remove(name) {
+                index.used -= len;
+                index.lru.remove(&tick);
+            }
+        }
+        let _ = fs::remove_file(self.path(name));
+    }
+
+    fn used(&self) -> u64 {
+        self.index.lock().used
+    }
+}
+
+/// The manifest head this database wrote or read last.
+#[derive(Debug, Default)]
+struct Head {
+    version: u64,
+    epoch: u64,
+    /// The last store's outcome is unknown: the next version may be this writer's.
+    uncertain: bool,
+}
+
+/// What every handle of the backend shares.
+#[derive(Debug)]
+struct Shared {
+    store: Arc<dyn ObjectStore>,
+    /// The prefix without slashes at either end; may be empty.
+    prefix: String,
+    rt: IoRuntime,
+    counters: Counters,
+    cache: DiskCache,
+    /// Sizes of the SSTs this process uploaded too large to cache, so opening one costs no
+    /// request.
+    sizes: Mutex<HashMap<String, u64>>,
+}
+
+impl Shared {
+    /// Runs `fut` on the private runtime and waits for it from this thread.
+    fn run<T: Send + 'static>(
+        &self,
+        what: impl Fn() -> String,
+        fut: impl Future<Output = object_store::Result<T>> + Send + 'static,
+    ) -> Result<T> {
+        self.run_raw(fut)
+            .map_err(|e| Error::io(what(), e))?
+            .map_err(|e| store_error(what(), e))
+    }
+
+    /// Runs `fut`, returning the object store's error as is.
+    fn run_raw<T: Send + 'static>(
+        &self,
+        fut: impl Future<Output = T> + Send + 'static,
+    ) -> io::Result<T> {
+        let rt = self
+            .rt
+            .0
+            .as_ref()
+            .ok_or_else(|| io::Error::other("the I/O runtime is shut down"))?;
+        let (tx, rx) = mpsc::sync_channel(1);
+        rt.spawn(async move {
+            let _ = tx.send(fut.await);
+        });
+        rx.recv()
+            .map_err(|_| io::Error::other("the object-store task ended without a result"))
+    }
+
+    fn key(&self, dir: &str, name: &str) -> ObjectPath {
+        if self.prefix.is_empty() {
+            ObjectPath::from(format!("{dir}/{name}"))
+        } else {
+            ObjectPath::from(format!("{}/{dir}/{name}", self.prefix))
+        }
+    }
+
+    fn sst_key(&self, name: &str) -> ObjectPath {
+        self.key("sst", name)
+    }
+
+    fn version_key(&self, version: u64) -> ObjectPath {
+        self.key("manifest", &format!("{version:020}"))
+    }
+
+    fn dir_key(&self, dir: &str) -> ObjectPath {
+        if self.prefix.is_empty() {
+            ObjectPath::from(dir)
+        } else {
+            ObjectPath::from(format!("{}/{dir}", self.prefix))
+        }
+    }
+
+    /// The objects directly in `dir`: (name, bytes, last modified).
+    fn list(&self, dir: &str) -> Result<Vec<(String, u64, SystemTime)>> {
+        let store = self.store.clone();
+        let key = self.dir_key(dir);
+        let what = format!("listing {key}");
+        bump(&self.counters.lists, 1);
+        let listed = self.run(|| what.clone(), async move {
+            store.list_with_delimiter(Some(&key)).await
+        })?;
+        Ok(listed
+            .objects
+            .into_iter()
+            .filter_map(|o| {
+                let name = o.location.filename()?.to_owned();
+                let ms = u64::try_from(o.last_modified.timestamp_millis()).unwrap_or(0);
+                Some((name, o.size, UNIX_EPOCH + Duration::from_millis(ms)))
+            })
+            .collect())
+    }
+
+    /// GETs a whole object; `None` if it does not exist.
+    fn get(&self, key: &ObjectPath) -> Result<Option<Bytes>> {
+        let store = self.store.clone();
+        let k = key.clone();
+        bump(&self.counters.gets, 1);
+        let got = self
+            .run_raw(async move {
+                match store.get(&k).await {
+                    Ok(r) => r.bytes().await,
+                    Err(e) => Err(e),
+                }
+            })
+            .map_err(|e| Error::io(format!("reading {key}"), e))?;
+        match got {
+            Ok(bytes) => {
+                bump(&self.counters.bytes_read, bytes.len() as u64);
+                Ok(Some(bytes))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(store_error(format!("reading {key}"), e)),
+        }
+    }
+
+    fn put(&self, key: &ObjectPath, data: Bytes, mode: PutMode) -> object_store::Result<()> {
+        let store = self.store.clone();
+        let k = key.clone();
+        bump(&self.counters.puts, 1);
+        bump(&self.counters.bytes_written, data.len() as u64);
+        let opts = PutOptions::from(mode);
+        self.run_raw(async move { store.put_opts(&k, PutPayload::from(data), opts).await })
+            .map_err(|e| object_store::Error::Generic {
+                store: "strata",
+                source: Box::new(e),
+            })?
+            .map(|_| ())
+    }
+
+    fn delete(&self, key: &ObjectPath) -> Result<()> {
+        let store = self.store.clone();
+        let k = key.clone();
+        bump(&self.counters.deletes, 1);
+        match self.run_raw(async move { store.delete(&k).await }) {
+            Ok(Ok(()) | Err(object_store::Error::NotFound { .. })) => Ok(()),
+            Ok(Err(e)) => Err(store_error(format!("deleting {key}"), e)),
+            Err(e) => Err(Error::io(format!("deleting {key}"), e)),
+        }
+    }
+
+    /// Uploads the spooled file `path` as `key`.
+    fn upload(
+        &self,
+        key: &ObjectPath,
+        path: &std::path::Path,
+        len: u64,
+        threshold: u64,
+    ) -> Result<()> {
+        let what = || format!("uploading {key}");
+        let file = File::open(path).map_err(|e| Error::io(what(), e))?;
+        let read = |offset: u64, n: usize| -> Result<Bytes> {
+            let mut buf = vec![0u8; n];
+            file.read_exact_at(&mut buf, offset)
+                .map_err(|e| Error::io(what(), e))?;
+            Ok(Bytes::from(buf))
+        };
+        let size = usize::try_from(len).map_err(|_| Error::InvalidArgument(what()))?;
+        if len <= threshold {
+            return self
+                .put(key, read(0, size)?, PutMode::Overwrite)
+                .map_err(|e| store_error(what(), e));
+        }
+        let store = self.store.clone();
+        let k = key.clone();
+        bump(&self.counters.puts, 1);
+        let mut upload = self.run(what, async move { store.put_multipart(&k).await })?;
+        let parts = (|| {
+            let mut offset = 0usize;
+            while offset < size {
+                let n = PART_BYTES.min(size - offset);
+                let part = upload.put_part(PutPayload::from(read(offset as u64, n)?));
+                bump(&self.counters.puts, 1);
+                bump(&self.counters.bytes_written, n as u64);
+                self.run(what, part)?;
+                offset += n;
+            }
+            Ok(())
+        })();
+        bump(&self.counters.puts, 1);
+        match parts {
+            Ok(()) => self
+                .run(what, async move { upload.complete().await })
+                .map(|_| ()),
+            Err(e) => {
+                let _ = self.run_raw(async move { upload.abort().await });
+                Err(e)
+            }
+        }
+    }
+
+    /// Fetches the whole SST `name` into the cache and returns its bytes.
+    fn fetch(&self, name: &str) -> Result<Bytes> {
+        let bytes = self.get(&self.sst_key(name))?.ok_or_else(|| {
+            Error::io(
+                format!("reading {name}"),
+                io::Error::from(ErrorKind::NotFound),
+            )
+        })?;
+        let len = bytes.len() as u64;
+        if len <= self.cache.capacity / 2 {
+            let tmp = self.cache.path(&format!("{name}.fetch"));
+            let written =
+                fs::write(&tmp, &bytes).and_then(|()| fs::rename(&tmp, self.cache.path(name)));
+            match written {
+                Ok(()) => self.cache.insert(name, len),
+                Err(e) => {
+                    // A cache that cannot take the file costs requests, not correctness.
+                    tracing::warn!(error = %e, file = name, "could not cache an SST file");
+                    let _ = fs::remove_file(&tmp);
+                }
+            }
+        }
+        Ok(bytes)
+    }
+}
+
+/// Maps an object-store error to the engine's, keeping "not found" and "already exists".
+fn store_error(context: String, e: object_store::Error) -> Error {
+    let kind = match &e {
+        object_store::Error::NotFound { .. } => ErrorKind::NotFound,
+        object_store::Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
+        object_store::Error::PermissionDenied { .. } => ErrorKind::PermissionDenied,
+        _ => ErrorKind::Other,
+    };
+    Error::io(context, io::Error::new(kind, e))
+}
+
+/// Shared checks of the manifest head before synced writes are acknowledged.
+#[derive(Debug, Default)]
+struct Confirms {
+    /// Checks started so far.
+    started: AtomicU64,
+    /// The latest check (by start order) that passed; held while a check runs.
+    passed: Mutex<u64>,
+}
+
+/// A [`FileSystem`] over an object store; see the module documentation.
+#[derive(Debug)]
+pub(crate) struct ObjectFs {
+    shared: Arc<Shared>,
+    local: LocalFs,
+    role: Role,
+    opts: ObjectStorage,
+    head: Mutex<Head>,
+    fenced: AtomicBool,
+    /// The epoch that fenced this writer.
+    fenced_by: AtomicU64,
+    confirms: Confirms,
+    /// SSTs and manifest versions to delete once `delete_delay` has passed.
+    pending: Mutex<VecDeque<(Instant, ObjectPath)>>,
+}
+
+impl ObjectFs {
+    /// A backend for the database whose WAL is in `local`, as `role`.
+    pub(crate) fn new(local: LocalFs, opts: ObjectStorage, role: Role) -> Result<ObjectFs> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("strata-object-io")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("starting the object-store runtime", e))?;
+        let cache = DiskCache::open(opts.cache_dir.clone(), opts.cache_bytes)?;
+        let prefix = opts.prefix.trim_matches('/').to_owned();
+        Ok(ObjectFs {
+            shared: Arc::new(Shared {
+                store: opts.store.clone(),
+                prefix,
+                rt: IoRuntime(Some(rt)),
+                counters: Counters::default(),
+                cache,
+                sizes: Mutex::new(HashMap::new()),
+            }),
+            local,
+            role,
+            opts,
+            head: Mutex::new(Head::default()),
+            fenced: AtomicBool::new(false),
+            fenced_by: AtomicU64::new(0),
+            confirms: Confirms::default(),
+            pending: Mutex::new(VecDeque::new()),
+        })
+    }
+
+    fn fenced_error(&self) -> Error {
+        Error::Fenced {
+            prefix: self.shared.prefix.clone(),
+            epoch: self.head.lock().epoch,
+            newer_epoch: self.fenced_by.load(Ordering::Relaxed),
+        }
+    }
+
+    fn fence(&self, by: u64) -> Error {
+        self.fenced_by.fetch_max(by, Ordering::Relaxed);
+        if !self.fenced.swap(true, Ordering::Relaxed) {
+            tracing::error!(
+                prefix = %self.shared.prefix,
+                epoch = self.head.lock().epoch,
+                newer_epoch = by,
+                "a newer writer took over the prefix; refusing writes"
+            );
+        }
+        self.fenced_error()
+    }
+
+    /// The manifest versions in the store: (version, last modified), ascending.
+    fn versions(&self) -> Result<Vec<(u64, SystemTime)>> {
+        let mut versions: Vec<(u64, SystemTime)> = self
+            .shared
+            .list("manifest")?
+            .into_iter()
+            .filter_map(|(name, _, modified)| {
+                (name.len() == 20).then_some(())?;
+                Some((name.parse().ok()?, modified))
+            })
+            .collect();
+        versions.sort();
+        Ok(versions)
+    }
+
+    /// Reads version `version`; `None` if it does not exist.
+    fn read_version(&self, version: u64) -> Result<Option<VersionRecord>> {
+        let key = self.shared.version_key(version);
+        let Some(bytes) = self.shared.get(&key)? else {
+            return Ok(None);
+        };
+        let record = VersionRecord::decode(&bytes, key.as_ref())?;
+        if record.version != version {
+            return Err(Error::corruption(
+                key.as_ref(),
+                8,
+                format!("holds version {}", record.version),
+            ));
+        }
+        Ok(Some(record))
+    }
+
+    /// The newest version; `None` on an empty prefix.
+    fn read_head(&self) -> Result<Option<VersionRecord>> {
+        // A version deleted between the list and the read was superseded: list again.
+        for _ in 0..3 {
+            let versions = self.versions()?;
+            let Some(&(newest, _)) = versions.last() else {
+                return Ok(None);
+            };
+            if let Some(record) = self.read_version(newest)? {
+                return Ok(Some(record));
+            }
+        }
+        Err(Error::io(
+            "reading the newest manifest version",
+            io::Error::from(ErrorKind::NotFound),
+        ))
+    }
+
+    /// Claims the next version with a new epoch (a writer's open).
+    fn claim(&self) -> Result<Manifest> {
+        for _ in 0..CLAIM_ATTEMPTS {
+            let head = self.read_head()?;
+            let (version, epoch, mut manifest) = match head {
+                Some(r) => (r.version + 1, r.epoch + 1, r.manifest),
+                None => (
+                    1,
+                    1,
+                    Manifest {
+                        next_file_id: 1,
+                        ..Manifest::default()
+                    },
+                ),
+            };
+            manifest.next_file_id = manifest.next_file_id.max(epoch << EPOCH_FILE_SHIFT);
+            let record = VersionRecord {
+                version,
+                epoch,
+                manifest,
+            };
+            let key = self.shared.version_key(version);
+            match self
+                .shared
+                .put(&key, Bytes::from(record.encode()), PutMode::Create)
+            {
+                Ok(()) => {
+                    *self.head.lock() = Head {
+                        version,
+                        epoch,
+                        uncertain: false,
+                    };
+                    tracing::info!(prefix = %self.shared.prefix, version, epoch, "claimed the object-store prefix");
+                    return Ok(record.manifest);
+                }
+                Err(object_store::Error::AlreadyExists { .. }) => continue,
+                Err(object_store::Error::Precondition { .. }) => continue,
+                Err(e) => return Err(store_error(format!("claiming {key}"), e)),
+            }
+        }
+        Err(Error::io(
+            format!("claiming a manifest version under {}", self.shared.prefix),
+            io::Error::other("other writers kept claiming versions first"),
+        ))
+    }
+
+    /// Deletes what `pending` holds past the delay.
+    fn delete_due(&self) {
+        let due: Vec<ObjectPath> = {
+            let mut pending = self.pending.lock();
+            let mut due = Vec::new();
+            while pending
+                .front()
+                .is_some_and(|(at, _)| at.elapsed() >= self.opts.delete_delay)
+            {
+                if let Some((_, key)) = pending.pop_front() {
+                    due.push(key);
+                }
+            }
+            due
+        };
+        for key in due {
+            if let Err(e) = self.shared.delete(&key) {
+                tracing::warn!(error = %e, object = %key, "could not delete a superseded object");
+            }
+        }
+    }
+
+    fn delete_later(&self, key: ObjectPath) {
+        self.pending.lock().push_back((Instant::now(), key));
+    }
+
+    /// At a writer's open: deletes SST objects no kept version names and that are older
+    /// than the grace period, and versions superseded for longer than the delete delay
+    /// beyond the newest kept.
+    fn collect_garbage(&self) -> Result<()> {
+        let now = SystemTime::now();
+        let versions = self.versions()?;
+        let keep_from = versions
+            .len()
+            .saturating_sub(self.opts.manifest_versions_kept.max(1));
+        let mut live = std::collections::HashSet::new();
+        for (i, &(version, _)) in versions.iter().enumerate() {
+            if i < keep_from {
+                // Superseded since its successor was written.
+                let successor_age = versions
+                    .get(i + 1)
+                    .and_then(|(_, m)| now.duration_since(*m).ok())
+                    .unwrap_or_default();
+                if successor_age >= self.opts.delete_delay {
+                    self.shared.delete(&self.shared.version_key(version))?;
+                    continue;
+                }
+            }
+            if let Some(record) = self.read_version(version)? {
+                live.extend(record.manifest.files.iter().map(|f| f.id));
+            }
+        }
+        for (name, _, modified) in self.shared.list("sst")? {
+            let Some(id) = parse_sst_file_name(&name) else {
+                continue;
+            };
+            let old = now
+                .duration_since(modified)
+                .is_ok_and(|age| age >= self.opts.orphan_grace);
+            if !live.contains(&id) && old {
+                tracing::info!(file = %name, "deleting an SST object no manifest version names");
+                self.shared.delete(&self.shared.sst_key(&name))?;
+                self.shared.cache.remove(&name);
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks whether version `version` exists, and by whom: `None` if not.
+    fn author_of(&self, version: u64) -> Result<Option<u64>> {
+        Ok(self.read_version(version)?.map(|r| r.epoch))
+    }
+}
+
+impl FileSystem for ObjectFs {
+    fn create(&self, name: &str) -> Result<Box<dyn WritableFile>> {
+        if parse_sst_file_name(name).is_none() {
+            return self.local.create(name);
+        }
+        self.check_writable()?;
+        let spool = self.shared.cache.path(&format!("{name}.spool"));
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&spool)
+            .map_err(|e| Error::io(format!("creating {}", spool.display()), e))?;
+        Ok(Box::new(ObjectWritable {
+            shared: self.shared.clone(),
+            name: name.to_owned(),
+            spool,
+            out: Some(BufWriter::with_capacity(1 << 20, file)),
+            len: 0,
+            threshold: self.opts.multipart_threshold,
+        }))
+    }
+
+    fn open(&self, name: &str) -> Result<Arc<dyn RandomAccessFile>> {
+        if parse_sst_file_name(name).is_none() {
+            return self.local.open(name);
+        }
+        let uploaded = self.shared.sizes.lock().get(name).copied();
+        let len = match self.shared.cache.len_of(name).or(uploaded) {
+            Some(len) => {
+                bump(&self.shared.counters.hits, 1);
+                len
+            }
+            None => {
+                bump(&self.shared.counters.misses, 1);
+                self.shared.fetch(name)?.len() as u64
+            }
+        };
+        Ok(Arc::new(ObjectReadable {
+            shared: self.shared.clone(),
+            name: name.to_owned(),
+            len,
+        }))
+    }
+
+    fn list(&self) -> Result<Vec<String>> {
+        let mut names = self.local.list()?;
+        names.extend(self.shared.list("sst")?.into_iter().map(|(n, _, _)| n));
+        Ok(names)
+    }
+
+    fn delete(&self, name: &str) -> Result<()> {
+        if parse_sst_file_name(name).is_none() {
+            return self.local.delete(name);
+        }
+        self.shared.cache.remove(name);
+        self.shared.sizes.lock().remove(name);
+        self.delete_later(self.shared.sst_key(name));
+        Ok(())
+    }
+
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        if parse_sst_file_name(from).is_some() || parse_sst_file_name(to).is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "SST objects are not renamed ({from} to {to})"
+            )));
+        }
+        self.local.rename(from, to)
+    }
+
+    fn sync_dir(&self, name: &str) -> Result<()> {
+        // SST objects are durable once uploaded; only the WAL's directory needs an fsync.
+        if parse_sst_file_name(name).is_some() {
+            return Ok(());
+        }
+        self.local.sync_dir(name)
+    }
+
+    fn create_log(&self, name: &str) -> Result<Arc<dyn LogFile>> {
+        self.local.create_log(name)
+    }
+
+    fn open_log(&self, name: &str) -> Result<Arc<dyn LogFile>> {
+        self.local.open_log(name)
+    }
+
+    fn write_atomic(&self, name: &str, _data: &[u8]) -> Result<(), AtomicWriteError> {
+        Err(AtomicWriteError {
+            error: Error::InvalidArgument(format!(
+                "{name}: the object store keeps versioned manifests only"
+            )),
+            maybe_replaced: false,
+        })
+    }
+
+    fn load_manifest(&self) -> Result<Option<Manifest>> {
+        match self.role {
+            Role::Writer => self.claim().map(Some),
+            Role::Follower => {
+                let head = self.read_head()?;
+                let mut h = self.head.lock();
+                Ok(head.map(|r| {
+                    h.version = r.version;
+                    r.manifest
+                }))
+            }
+        }
+    }
+
+    fn store_manifest(&self, manifest: &Manifest) -> Result<(), AtomicWriteError> {
+        let before = |error| AtomicWriteError {
+            error,
+            maybe_replaced: false,
+        };
+        self.check_writable().map_err(before)?;
+        let mut head = self.head.lock();
+        let epoch = head.epoch;
+        if head.uncertain {
+            // The last store may have created the next version after all.
+            match self.author_of(head.version + 1).map_err(before)? {
+                Some(e) if e == epoch => head.version += 1,
+                Some(e) => {
+                    drop(head);
+                    return Err(before(self.fence(e)));
+                }
+                None => {}
+            }
+            head.uncertain = false;
+        }
+        let version = head.version + 1;
+        let record = VersionRecord {
+            version,
+            epoch,
+            manifest: manifest.clone(),
+        };
+        let key = self.shared.version_key(version);
+        match self
+            .shared
+            .put(&key, Bytes::from(record.encode()), PutMode::Create)
+        {
+            Ok(()) => {}
+            Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. },
+            ) => {
+                // A retried request of ours may have created it; any other epoch fences.
+                match self.author_of(version) {
+                    Ok(Some(e)) if e == epoch => {}
+                    Ok(Some(e)) => {
+                        drop(head);
+                        return Err(before(self.fence(e)));
+                    }
+                    Ok(None) | Err(_) => {
+                        drop(head);
+                        return Err(before(self.fence(epoch + 1)));
+                    }
+                }
+            }
+            Err(e) => {
+                head.uncertain = true;
+                return Err(AtomicWriteError {
+                    error: store_error(format!("writing {key}"), e),
+                    maybe_replaced: true,
+                });
+            }
+        }
+        head.version = version;
+        drop(head);
+        let kept = self.opts.manifest_versions_kept.max(1) as u64;
+        if version > kept {
+            self.delete_later(self.shared.version_key(version - kept));
+        }
+        self.delete_due();
+        Ok(())
+    }
+
+    fn remove_orphans(&self, _manifest: &Manifest) -> Result<()> {
+        if self.role == Role::Writer {
+            self.collect_garbage()?;
+        }
+        Ok(())
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.role == Role::Follower {
+            return Err(Error::ReadOnly(format!(
+                "a follower of {} takes no writes",
+                self.shared.prefix
+            )));
+        }
+        if self.fenced.load(Ordering::Relaxed) {
+            return Err(self.fenced_error());
+        }
+        Ok(())
+    }
+
+    fn confirm_writer(&self) -> Result<()> {
+        self.check_writable()?;
+        // A check that starts after this call passes for it.
+        let need = self.confirms.started.load(Ordering::Acquire) + 1;
+        let mut passed = self.confirms.passed.lock();
+        if *passed >= need {
+            return Ok(());
+        }
+        let id = self.confirms.started.fetch_add(1, Ordering::AcqRel) + 1;
+        let (version, epoch) = {
+            let head = self.head.lock();
+            (head.version, head.epoch)
+        };
+        let store = self.shared.store.clone();
+        let key = self.shared.version_key(version + 1);
+        bump(&self.shared.counters.heads, 1);
+        let found = self
+            .shared
+            .run_raw(async move { store.head(&key).await })
+            .map_err(|e| Error::io("checking the manifest head", e))?;
+        match found {
+            Err(object_store::Error::NotFound { .. }) => {}
+            Ok(_) => {
+                // Our own flush may have just written it.
+                match self.author_of(version + 1)? {
+                    Some(e) if e != epoch => return Err(self.fence(e)),
+                    _ => {}
+                }
+            }
+            Err(e) => return Err(store_error("checking the manifest head".into(), e)),
+        }
+        *passed = id;
+        self.check_writable()
+    }
+
+    fn refresh_manifest(&self) -> Result<Option<Manifest>> {
+        let Some(record) = self.read_head()? else {
+            return Ok(None);
+        };
+        let mut head = self.head.lock();
+        if record.version <= head.version {
+            return Ok(None);
+        }
+        head.version = record.version;
+        Ok(Some(record.manifest))
+    }
+
+    fn forget(&self, name: &str) {
+        self.shared.cache.remove(name);
+    }
+
+    fn object_stats(&self) -> Option<ObjectStats> {
+        let c = &self.shared.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let head = self.head.lock();
+        Some(ObjectStats {
+            gets: load(&c.gets),
+            puts: load(&c.puts),
+            heads: load(&c.heads),
+            lists: load(&c.lists),
+            deletes: load(&c.deletes),
+            bytes_read: load(&c.bytes_read),
+            bytes_written: load(&c.bytes_written),
+            disk_cache_hits: load(&c.hits),
+            disk_cache_misses: load(&c.misses),
+            disk_cache_bytes: self.shared.cache.used(),
+            manifest_version: head.version,
+            epoch: head.epoch,
+            fenced: self.fenced.load(Ordering::Relaxed),
+        })
+    }
+}
+
+/// An SST being spooled to the cache directory, uploaded by `finish`.
+#[derive(Debug)]
+struct ObjectWritable {
+    shared: Arc<Shared>,
+    name: String,
+    spool: PathBuf,
+    out: Option<BufWriter<File>>,
+    len: u64,
+    threshold: u64,
+}
+
+impl WritableFile for ObjectWritable {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        let out = self
+            .out
+            .as_mut()
+            .ok_or_else(|| Error::InvalidArgument(format!("{} is finished", self.name)))?;
+        out.write_all(data)
+            .map_err(|e| Error::io(format!("spooling {}", self.name), e))?;
+        self.len += data.len() as u64;
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        // Durability comes with the upload in `finish`.
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<()> {
+        let result = (|| {
+            if let Some(mut out) = self.out.take() {
+                out.flush()
+                    .map_err(|e| Error::io(format!("spooling {}", self.name), e))?;
+            }
+            let key = self.shared.sst_key(&self.name);
+            self.shared
+                .upload(&key, &self.spool, self.len, self.threshold)?;
+            let cache = &self.shared.cache;
+            if self.len <= cache.capacity / 2 {
+                fs::rename(&self.spool, cache.path(&self.name))
+                    .map_err(|e| Error::io(format!("caching {}", self.name), e))?;
+                cache.insert(&self.name, self.len);
+            } else {
+                self.shared.sizes.lock().insert(self.name.clone(), self.len);
+            }
+            Ok(())
+        })();
+        let _ = fs::remove_file(&self.spool);
+        result
+    }
+}
+
+impl Drop for ObjectWritable {
+    fn drop(&mut self) {
+        if self.out.is_some() {
+            let _ = fs::remove_file(&self.spool);
+        }
+    }
+}
+
+/// An SST read through the disk cache.
+#[derive(Debug)]
+struct ObjectReadable {
+    shared: Arc<Shared>,
+    name: String,
+    len: u64,
+}
+
+impl RandomAccessFile for ObjectReadable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&self, offset: u64, len: usize) -> Result<Bytes> {
+        super::check_range(&self.name, self.len, offset, len)?;
+        let shared = &self.shared;
+        if let Some(bytes) = shared.cache.read(&self.name, offset, len) {
+            bump(&shared.counters.hits, 1);
+            return Ok(bytes);
+        }
+        bump(&shared.counters.misses, 1);
+        if self.len > shared.cache.capacity / 2 {
+            let store = shared.store.clone();
+            let key = shared.sst_key(&self.name);
+            bump(&shared.counters.gets, 1);
+            bump(&shared.counters.bytes_read, len as u64);
+            let range = offset..offset + len as u64;
+            return shared.run(
+                || format!("reading {} at {offset}", self.name),
+                async move { store.get_range(&key, range).await },
+            );
+        }
+        let whole = shared.fetch(&self.name)?;
+        if whole.len() as u64 != self.len {
+            return Err(Error::corruption(
+                &self.name,
+                0,
+                format!("object holds {} bytes, expected {}", whole.len(), self.len),
+            ));
+        }
+        let start =
+            usize::try_from(offset).map_err(|_| Error::InvalidArgument(self.name.clone()))?;
+        Ok(whole.slice(start..start + len))
+    }
+}
+
+#[cfg(test)]
+mod tests;

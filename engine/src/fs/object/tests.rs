@@ -1,0 +1,475 @@
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use object_store::memory::InMemory;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+use super::*;
+use crate::batch::WriteBatch;
+use crate::db::Db;
+use crate::manifest::FileMeta;
+use crate::options::{DbOptions, Storage, TableOptions};
+use crate::scan::{Row, ScanOptions};
+use crate::table::Table;
+
+fn tempdir() -> Result<tempfile::TempDir> {
+    tempfile::tempdir().map_err(|e| Error::io("tempdir", e))
+}
+
+fn storage(store: &Arc<InMemory>, cache: &Path, cache_bytes: u64) -> ObjectStorage {
+    let mut o = ObjectStorage::new(store.clone(), "db/one", cache, cache_bytes);
+    o.delete_delay = Duration::ZERO;
+    o
+}
+
+fn options(o: ObjectStorage) -> DbOptions {
+    DbOptions {
+        storage: Storage::Object(o),
+        ..DbOptions::default()
+    }
+}
+
+/// Blocks on an object-store future from a test thread.
+fn block<T>(f: impl Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("test runtime")
+        .block_on(f)
+}
+
+fn objects(store: &InMemory, dir: &str) -> Vec<String> {
+    let listed = block(store.list_with_delimiter(Some(&ObjectPath::from(format!("db/one/{dir}")))))
+        .expect("list");
+    let mut names: Vec<String> = listed
+        .objects
+        .into_iter()
+        .filter_map(|o| o.location.filename().map(str::to_owned))
+        .collect();
+    names.sort();
+    names
+}
+
+/// A database on its own local directories, over `store`.
+struct Node {
+    db: Db,
+    _dirs: [tempfile::TempDir; 2],
+}
+
+fn node(store: &Arc<InMemory>, follower: bool) -> Result<Node> {
+    let (dir, cache) = (tempdir()?, tempdir()?);
+    let opts = options(storage(store, cache.path(), 1 << 30));
+    let db = if follower {
+        Db::open_read_only(dir.path(), opts)?
+    } else {
+        Db::open(dir.path(), opts)?
+    };
+    Ok(Node {
+        db,
+        _dirs: [dir, cache],
+    })
+}
+
+/// A writer with table `t` holding rows 0..10 of `value`, flushed.
+fn writer_with_rows(store: &Arc<InMemory>, value: &[u8]) -> Result<(Node, Table)> {
+    let n = node(store, false)?;
+    let t = n.db.open_table("t", TableOptions::default())?;
+    write_rows(&n.db, &t, 0..10, value)?;
+    n.db.flush()?;
+    Ok((n, t))
+}
+
+fn table(db: &Db, name: &str) -> Result<Table> {
+    db.table(name)
+        .ok_or_else(|| Error::NoSuchTable(name.into()))
+}
+
+fn write_rows(db: &Db, t: &Table, rows: std::ops::Range<u32>, value: &[u8]) -> Result<()> {
+    let mut b = WriteBatch::new();
+    for row in rows {
+        b.put(t, &row.to_be_bytes(), b"c", value);
+    }
+    db.write(&b)
+}
+
+fn all_rows(db: &Db, t: &Table) -> Result<Vec<Row>> {
+    db.scan(t, &ScanOptions::default())?.collect()
+}
+
+fn assert_rows(db: &Db, t: &Table, n: u32, value: &[u8]) -> Result<()> {
+    let rows = all_rows(db, t)?;
+    assert_eq!(rows.len(), n as usize);
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row.key.as_ref(), &(i as u32).to_be_bytes());
+        assert_eq!(row.cells[0].value.as_ref(), value, "row {i}");
+    }
+    Ok(())
+}
+
+#[test]
+fn version_records_round_trip_and_every_flipped_byte_is_corruption() -> Result<()> {
+    let record = VersionRecord {
+        version: 42,
+        epoch: 7,
+        manifest: Manifest {
+            next_file_id: 7 << EPOCH_FILE_SHIFT,
+            last_seq: 99,
+            flushed_segment: 3,
+            tables: [(1, "t".to_owned())].into(),
+            files: vec![FileMeta {
+                table: 1,
+                level: 0,
+                id: 5,
+                bytes: 100,
+            }],
+        },
+    };
+    let bytes = record.encode();
+    assert_eq!(VersionRecord::decode(&bytes, "v")?, record);
+    for i in 0..bytes.len() {
+        let mut b = bytes.clone();
+        b[i] ^= 0x10;
+        assert!(
+            matches!(
+                VersionRecord::decode(&b, "v"),
+                Err(Error::Corruption { .. })
+            ),
+            "byte {i}"
+        );
+    }
+    for len in 0..bytes.len() {
+        assert!(VersionRecord::decode(&bytes[..len], "v").is_err());
+    }
+    Ok(())
+}
+
+/// Format 1 of a manifest version, frozen: `sample_record()` must keep encoding to exactly
+/// these bytes, and they must keep decoding.
+const V1_FIXTURE: &str = "534d565200010000000000000000000300000000000000020000002b534d414e00010000000000178180808080404d04010101740101018080808080408020e4581d9444a4d45582a5067ecfa37b7f";
+
+fn sample_record() -> VersionRecord {
+    VersionRecord {
+        version: 3,
+        epoch: 2,
+        manifest: Manifest {
+            next_file_id: (2 << EPOCH_FILE_SHIFT) + 1,
+            last_seq: 77,
+            flushed_segment: 4,
+            tables: [(1, "t".to_owned())].into(),
+            files: vec![FileMeta {
+                table: 1,
+                level: 1,
+                id: 2 << EPOCH_FILE_SHIFT,
+                bytes: 4096,
+            }],
+        },
+    }
+}
+
+#[test]
+fn format_v1_fixture_is_reproduced_and_reads() -> Result<()> {
+    assert_eq!(crate::coding::to_hex(&sample_record().encode()), V1_FIXTURE);
+    let bytes = crate::coding::from_hex(V1_FIXTURE);
+    assert_eq!(VersionRecord::decode(&bytes, "v")?, sample_record());
+    Ok(())
+}
+
+#[test]
+fn write_flush_compact_reopen_and_read_from_an_empty_cache() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let (dir, cache) = (tempdir()?, tempdir()?);
+    {
+        let db = Db::open(dir.path(), options(storage(&store, cache.path(), 1 << 30)))?;
+        let t = db.open_table("t", TableOptions::default())?;
+        write_rows(&db, &t, 0..100, b"old")?;
+        db.flush()?;
+        write_rows(&db, &t, 50..200, b"new")?;
+        db.flush()?;
+        db.compact_all()?;
+        write_rows(&db, &t, 0..50, b"new")?;
+        db.flush()?;
+        write_rows(&db, &t, 200..300, b"new")?;
+        assert_rows(&db, &t, 300, b"new")?;
+        let stats = db.stats().object;
+        assert!(stats.puts >= 4, "{stats:?}");
+        assert_eq!(stats.epoch, 1);
+        db.close()?;
+    }
+    // Only the manifest versions and live SSTs are in the bucket, no local manifest.
+    assert!(!objects(&store, "sst").is_empty());
+    assert!(!dir.path().join("MANIFEST").exists());
+    {
+        let db = Db::open(dir.path(), options(storage(&store, cache.path(), 1 << 30)))?;
+        let t = table(&db, "t")?;
+        assert_rows(&db, &t, 300, b"new")?;
+        let stats = db.stats().object;
+        assert_eq!(stats.epoch, 2);
+        // The GETs are of manifest versions (the garbage collection reads the kept ones).
+        assert_eq!(stats.disk_cache_misses, 0, "{stats:?}");
+        assert!(stats.disk_cache_hits > 0);
+    }
+    // A new cache directory: the files come from the bucket, the unflushed rows from the WAL.
+    let empty = tempdir()?;
+    let db = Db::open(dir.path(), options(storage(&store, empty.path(), 1 << 30)))?;
+    let t = table(&db, "t")?;
+    assert_rows(&db, &t, 300, b"new")?;
+    let stats = db.stats().object;
+    assert!(stats.gets > 1 && stats.disk_cache_misses > 0, "{stats:?}");
+    Ok(())
+}
+
+#[test]
+fn a_newer_writer_fences_the_older_one() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let (a, ta) = writer_with_rows(&store, b"a")?;
+    let a = &a.db;
+    a.write_sync(&{
+        let mut b = WriteBatch::new();
+        b.put(&ta, b"synced", b"c", b"before b");
+        b
+    })?;
+
+    let b = node(&store, false)?;
+    let b = &b.db;
+    let tb = table(b, "t")?;
+    assert_rows(b, &tb, 10, b"a")?;
+    assert_eq!(b.stats().object.epoch, 2);
+
+    // A synced write on A is not acknowledged once B holds the prefix.
+    let mut batch = WriteBatch::new();
+    batch.put(&ta, b"synced", b"c", b"after b");
+    match a.write_sync(&batch) {
+        Err(Error::Fenced {
+            epoch: 1,
+            newer_epoch: 2,
+            prefix,
+        }) => assert_eq!(prefix, "db/one"),
+        other => panic!("expected fencing, got {other:?}"),
+    }
+    assert!(matches!(
+        write_rows(a, &ta, 10..20, b"a"),
+        Err(Error::Fenced { .. })
+    ));
+    assert!(matches!(a.flush(), Err(Error::Fenced { .. })));
+    assert!(a.stats().object.fenced);
+    assert_eq!(
+        a.get(&ta, &0u32.to_be_bytes(), b"c")?.as_deref(),
+        Some(&b"a"[..]),
+        "reads go on"
+    );
+
+    // B writes on, and A's files are still there for it.
+    write_rows(b, &tb, 10..20, b"a")?;
+    b.flush()?;
+    b.compact_all()?;
+    assert_rows(b, &tb, 20, b"a")?;
+    Ok(())
+}
+
+#[test]
+fn a_fenced_flush_fails_and_leaves_the_newer_writers_files() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let (a, ta) = writer_with_rows(&store, b"a")?;
+    let a = &a.db;
+    write_rows(a, &ta, 10..20, b"unflushed")?;
+    let b = node(&store, false)?;
+    let b = &b.db;
+    let tb = table(b, "t")?;
+    write_rows(b, &tb, 0..5, b"b")?;
+    b.flush()?;
+    // A's flush writes its SST under its own epoch's ids, then finds B's version.
+    assert!(matches!(a.flush(), Err(Error::Fenced { .. })));
+    assert!(matches!(
+        write_rows(a, &ta, 0..1, b"x"),
+        Err(Error::Fenced { .. })
+    ));
+    let rows = all_rows(b, &tb)?;
+    assert_eq!(rows.len(), 10);
+    assert_eq!(rows[0].cells[0].value.as_ref(), b"b");
+    assert_eq!(rows[9].cells[0].value.as_ref(), b"a");
+    Ok(())
+}
+
+#[test]
+fn a_follower_sees_new_flushes_after_refresh_and_refuses_writes() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let (w, tw) = writer_with_rows(&store, b"one")?;
+    let w = &w.db;
+
+    let f = node(&store, true)?;
+    let f = &f.db;
+    let tf = table(f, "t")?;
+    assert_rows(f, &tf, 10, b"one")?;
+    assert!(!f.refresh()?, "nothing new");
+
+    write_rows(w, &tw, 0..20, b"two")?;
+    w.flush()?;
+    w.compact_all()?;
+    assert_rows(f, &tf, 10, b"one")?;
+    assert!(f.refresh()?);
+    assert_rows(f, &tf, 20, b"two")?;
+    // Tables created later show up too.
+    let t2 = w.open_table("t2", TableOptions::default())?;
+    write_rows(w, &t2, 0..3, b"x")?;
+    w.flush()?;
+    assert!(f.refresh()?);
+    let t2f = table(f, "t2")?;
+    assert_rows(f, &t2f, 3, b"x")?;
+
+    assert!(matches!(
+        write_rows(f, &tf, 0..1, b"x"),
+        Err(Error::ReadOnly(_))
+    ));
+    assert!(matches!(f.flush(), Err(Error::ReadOnly(_))));
+    assert!(matches!(f.compact_all(), Err(Error::ReadOnly(_))));
+    assert!(matches!(
+        f.open_table("new", TableOptions::default()),
+        Err(Error::ReadOnly(_))
+    ));
+    assert_eq!(f.stats().object.epoch, 0);
+    assert!(Db::open_read_only(tempdir()?.path(), DbOptions::default()).is_err());
+    Ok(())
+}
+
+#[test]
+fn open_deletes_old_unreferenced_sst_objects_only() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let (dir, cache) = (tempdir()?, tempdir()?);
+    let orphan = ObjectPath::from("db/one/sst/00000000000000aa.sst");
+    {
+        let db = Db::open(dir.path(), options(storage(&store, cache.path(), 1 << 30)))?;
+        let t = db.open_table("t", TableOptions::default())?;
+        write_rows(&db, &t, 0..10, b"v")?;
+        db.flush()?;
+        block(store.put(&orphan, PutPayload::from_static(b"left by a crashed flush")))
+            .map_err(|e| store_error("put".into(), e))?;
+    }
+    let live = objects(&store, "sst");
+    assert_eq!(live.len(), 2);
+    // Within the grace period the orphan may be another writer's upload in flight.
+    drop(Db::open(
+        dir.path(),
+        options(storage(&store, cache.path(), 1 << 30)),
+    )?);
+    assert_eq!(objects(&store, "sst"), live);
+    let mut o = storage(&store, cache.path(), 1 << 30);
+    o.orphan_grace = Duration::ZERO;
+    let db = Db::open(dir.path(), options(o))?;
+    let referenced: Vec<String> = live
+        .iter()
+        .filter(|n| *n != "00000000000000aa.sst")
+        .cloned()
+        .collect();
+    assert_eq!(referenced.len(), 1);
+    assert_eq!(objects(&store, "sst"), referenced);
+    let t = table(&db, "t")?;
+    assert_rows(&db, &t, 10, b"v")?;
+    Ok(())
+}
+
+#[test]
+fn old_manifest_versions_are_deleted_keeping_the_newest() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let (dir, cache) = (tempdir()?, tempdir()?);
+    let mut o = storage(&store, cache.path(), 1 << 30);
+    o.manifest_versions_kept = 3;
+    let db = Db::open(dir.path(), options(o))?;
+    let t = db.open_table("t", TableOptions::default())?;
+    for i in 0..6 {
+        write_rows(&db, &t, i..i + 1, b"v")?;
+        db.flush()?;
+    }
+    // Versions 1 (the claim) to 7; the newest three, and the one whose deletion waits for
+    // the next store, are left.
+    let versions = objects(&store, "manifest");
+    assert!(versions.len() <= 4, "{versions:?}");
+    assert_eq!(
+        versions.last().map(String::as_str),
+        Some("00000000000000000007")
+    );
+    Ok(())
+}
+
+#[test]
+fn the_disk_cache_stays_within_its_bound() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let (dir, cache) = (tempdir()?, tempdir()?);
+    let bound = 64 << 10;
+    let db = Db::open(dir.path(), options(storage(&store, cache.path(), bound)))?;
+    let t = db.open_table(
+        "t",
+        TableOptions {
+            compression: crate::options::Compression::None,
+            ..TableOptions::default()
+        },
+    )?;
+    let value = vec![7u8; 1000];
+    for round in 0..8u32 {
+        write_rows(&db, &t, round * 20..(round + 1) * 20, &value)?;
+        db.flush()?;
+    }
+    let on_disk = || -> Result<u64> {
+        let mut total = 0;
+        for entry in std::fs::read_dir(cache.path()).map_err(|e| Error::io("ls", e))? {
+            let entry = entry.map_err(|e| Error::io("ls", e))?;
+            // A compaction's output spooling meanwhile is not in the cache yet.
+            if entry.file_name().to_string_lossy().ends_with(".sst") {
+                total += entry.metadata().map_err(|e| Error::io("stat", e))?.len();
+            }
+        }
+        Ok(total)
+    };
+    let listing = || {
+        std::fs::read_dir(cache.path())
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| (e.file_name(), e.metadata().map(|m| m.len()).unwrap_or(0)))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    assert!(
+        on_disk()? <= bound,
+        "{} > {bound}: {:?}",
+        on_disk()?,
+        listing()
+    );
+    db.clear_block_cache();
+    assert_rows(&db, &t, 160, &value)?;
+    let stats = db.stats().object;
+    assert!(stats.disk_cache_bytes <= bound);
+    assert!(on_disk()? <= bound);
+    assert!(
+        stats.disk_cache_misses > 0 && stats.disk_cache_hits > 0,
+        "{stats:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn large_ssts_go_up_in_multipart_uploads() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let (dir, cache) = (tempdir()?, tempdir()?);
+    let mut o = storage(&store, cache.path(), 1 << 30);
+    o.multipart_threshold = 1 << 10;
+    let db = Db::open(dir.path(), options(o))?;
+    let t = db.open_table(
+        "t",
+        TableOptions {
+            compression: crate::options::Compression::None,
+            ..TableOptions::default()
+        },
+    )?;
+    let value = vec![1u8; 10_000];
+    write_rows(&db, &t, 0..1000, &value)?;
+    db.flush()?;
+    let stats = db.stats().object;
+    // 10 MB: create, two parts, complete, plus the manifest versions.
+    assert!(stats.puts >= 6, "{stats:?}");
+    drop(db);
+    let empty = tempdir()?;
+    let db = Db::open(dir.path(), options(storage(&store, empty.path(), 1 << 30)))?;
+    assert_rows(&db, &t, 1000, &value)?;
+    Ok(())
+}
