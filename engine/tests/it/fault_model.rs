@@ -312,13 +312,6 @@ proptest! {
     fn faults_in_background_work_never_lose_acknowledged_writes(
         steps in proptest::collection::vec(step(), 1..70)
     ) {
-        run(&steps, |o| DbOptions {
-            memtable_bytes: 150,
-            l0_compaction_trigger: 2,
-            level_base_bytes: 600,
-            level_size_ratio: 2,
-            target_file_bytes: 300,
-            ..o
-        }, false)?;
+        run(&steps, crate::tiny_levels, false)?;
     }
 }

@@ -49,6 +49,19 @@ pub(crate) fn options(sync: SyncPolicy, wal_segment_bytes: u64) -> DbOptions {
     }
 }
 
+/// Tiny memtables, levels and files, so that compactions run through several levels and cut
+/// their outputs.
+pub(crate) fn tiny_levels(o: DbOptions) -> DbOptions {
+    DbOptions {
+        memtable_bytes: 150,
+        l0_compaction_trigger: 2,
+        level_base_bytes: 600,
+        level_size_ratio: 2,
+        target_file_bytes: 300,
+        ..o
+    }
+}
+
 /// Opens the two test tables.
 pub(crate) fn tables(db: &Db) -> Result<(Table, Table)> {
     Ok((

@@ -6,9 +6,15 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use strata_engine::{Db, DbOptions, ScanOptions, SyncPolicy, Table, TableOptions, WriteBatch};
+use std::sync::Arc;
+use std::time::Duration;
 
-use crate::options;
+use strata_engine::object_store::memory::InMemory;
+use strata_engine::{
+    Db, DbOptions, ObjectStorage, ScanOptions, Storage, SyncPolicy, Table, TableOptions, WriteBatch,
+};
+
+use crate::{options, tiny_levels};
 
 /// The two tables; `b` has tiny blocks, so that rows, and the batched gets' cursors, cross
 /// block boundaries.
@@ -101,7 +107,7 @@ fn dump(db: &Db) -> Result<Model, strata_engine::Error> {
     Ok(out)
 }
 
-fn run(steps: &[Step], tune: fn(DbOptions) -> DbOptions) -> Result<(), TestCaseError> {
+fn run(steps: &[Step], tune: impl Fn(DbOptions) -> DbOptions) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
     let open = || Db::open(dir.path(), tune(options(SyncPolicy::Always, 512)));
     // Queued batches may still wait after a `CommitQueued` step: a later write, a flush and
@@ -207,7 +213,7 @@ proptest! {
     #[test]
     fn db_with_queued_writes_matches_a_btreemap(steps in proptest::collection::vec(step(), 1..80)) {
         run(&steps, |o| DbOptions {
-            sync: SyncPolicy::Interval(std::time::Duration::from_millis(50)),
+            sync: SyncPolicy::Interval(Duration::from_millis(50)),
             memtable_bytes: 300,
             ..o
         })?;
@@ -217,13 +223,23 @@ proptest! {
     /// their outputs.
     #[test]
     fn db_with_tiny_levels_matches_a_btreemap(steps in proptest::collection::vec(step(), 1..80)) {
-        run(&steps, |o| DbOptions {
-            memtable_bytes: 150,
-            l0_compaction_trigger: 2,
-            level_base_bytes: 600,
-            level_size_ratio: 2,
-            target_file_bytes: 300,
-            ..o
+        run(&steps, tiny_levels)?;
+    }
+
+    /// On an object store, with tiny levels and a disk cache of 2 KiB (so files are evicted
+    /// and read again, some by ranges), superseded objects deleted at once, and every reopen
+    /// claiming a new epoch.
+    #[test]
+    fn db_on_an_object_store_matches_a_btreemap(steps in proptest::collection::vec(step(), 1..80)) {
+        let store = Arc::new(InMemory::new());
+        let cache = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        run(&steps, |o| {
+            let mut object = ObjectStorage::new(store.clone(), "model", cache.path(), 2 << 10);
+            object.delete_delay = Duration::ZERO;
+            tiny_levels(DbOptions {
+                storage: Storage::Object(object),
+                ..o
+            })
         })?;
     }
 }

@@ -473,3 +473,43 @@ fn large_ssts_go_up_in_multipart_uploads() -> Result<()> {
     assert_rows(&db, &t, 1000, &value)?;
     Ok(())
 }
+
+#[test]
+fn a_database_opens_works_and_drops_inside_a_tokio_runtime() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .map_err(|e| Error::io("runtime", e))?;
+    // The server calls the engine from its worker threads, and may drop it there.
+    rt.block_on(async {
+        let n = node(&store, false)?;
+        let t = n.db.open_table("t", TableOptions::default())?;
+        write_rows(&n.db, &t, 0..10, b"v")?;
+        n.db.write_sync(&WriteBatch::new())?;
+        n.db.flush()?;
+        assert_rows(&n.db, &t, 10, b"v")?;
+        drop(n);
+        Ok::<(), Error>(())
+    })?;
+    let n = node(&store, false)?;
+    assert_rows(&n.db, &table(&n.db, "t")?, 10, b"v")
+}
+
+#[test]
+fn synced_writes_check_the_manifest_head() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let (n, t) = writer_with_rows(&store, b"v")?;
+    let before = n.db.stats().object.heads;
+    let mut b = WriteBatch::new();
+    b.put(&t, b"r", b"c", b"v");
+    n.db.write_sync(&b)?;
+    n.db.write(&b)?;
+    let after = n.db.stats().object.heads;
+    assert_eq!(
+        after,
+        before + 1,
+        "one HEAD for the synced write, none for the other"
+    );
+    Ok(())
+}
