@@ -40,6 +40,9 @@
 //! once a newer writer has claimed its version, no synced write is acknowledged here. Checks
 //! are shared: one HEAD serves every synced write waiting when it starts.
 //!
+//! The WAL is local: the file `EPOCH` beside it names the epoch that wrote it, and a writer
+//! refuses to open on a WAL that holds records of an epoch another writer has succeeded.
+//!
 //! Object-store I/O runs on a small private tokio runtime; callers wait on a std channel, never
 //! entering a runtime, so the engine may be called from a tokio worker thread.
 
@@ -79,6 +82,44 @@ pub(crate) const EPOCH_FILE_SHIFT: u32 = 40;
 const PART_BYTES: usize = 8 << 20;
 /// Attempts at claiming a version at open when other writers race for it.
 const CLAIM_ATTEMPTS: usize = 8;
+
+/// The local file naming the epoch that last wrote the WAL in the database directory.
+pub(crate) const EPOCH_FILE: &str = "EPOCH";
+/// Magic of [`EPOCH_FILE`].
+const EPOCH_MAGIC: &[u8; 4] = b"SEPO";
+/// Format of [`EPOCH_FILE`].
+const EPOCH_FORMAT: u16 = 1;
+
+/// Encodes [`EPOCH_FILE`]: magic, format u16, reserved u16, epoch u64, xxh3_64 of those.
+fn encode_epoch(epoch: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(24);
+    out.extend_from_slice(EPOCH_MAGIC);
+    out.extend_from_slice(&EPOCH_FORMAT.to_be_bytes());
+    out.extend_from_slice(&0u16.to_be_bytes());
+    out.extend_from_slice(&epoch.to_be_bytes());
+    let sum = xxhash_rust::xxh3::xxh3_64(&out);
+    out.extend_from_slice(&sum.to_be_bytes());
+    out
+}
+
+/// Decodes [`EPOCH_FILE`]; every failure is `Error::Corruption`.
+fn decode_epoch(bytes: &[u8]) -> Result<u64> {
+    let bad = |offset: u64, detail: &str| Error::corruption(EPOCH_FILE, offset, detail);
+    if bytes.len() != 24 || &bytes[..4] != EPOCH_MAGIC {
+        return Err(bad(0, "bad epoch file length or magic"));
+    }
+    let mut sum = [0u8; 8];
+    sum.copy_from_slice(&bytes[16..]);
+    if xxhash_rust::xxh3::xxh3_64(&bytes[..16]) != u64::from_be_bytes(sum) {
+        return Err(bad(16, "epoch file checksum mismatch"));
+    }
+    if u16::from_be_bytes([bytes[4], bytes[5]]) != EPOCH_FORMAT || bytes[6] != 0 || bytes[7] != 0 {
+        return Err(bad(4, "unsupported epoch file format"));
+    }
+    let mut epoch = [0u8; 8];
+    epoch.copy_from_slice(&bytes[8..16]);
+    Ok(u64::from_be_bytes(epoch))
+}
 
 /// Whether an [`ObjectFs`] writes (and fences) or follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -671,10 +712,43 @@ impl ObjectFs {
         ))
     }
 
+    /// Fails if the local WAL holds records written under an epoch other than `head_epoch`
+    /// (the newest version's): a newer writer took over the prefix since, so those writes
+    /// never reached the bucket, and the manifest's WAL position is the other writer's.
+    fn check_local_wal(&self, head_epoch: u64) -> Result<()> {
+        let root = self.local.root();
+        let path = root.join(EPOCH_FILE);
+        let wrote = match fs::read(&path) {
+            Ok(bytes) => decode_epoch(&bytes)?,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+        };
+        if wrote == head_epoch {
+            return Ok(());
+        }
+        for (_, name) in crate::wal::recovery::list_segments(&self.local)? {
+            let seg = root.join(&name);
+            let len = fs::metadata(&seg)
+                .map_err(|e| Error::io(format!("reading metadata of {}", seg.display()), e))?
+                .len();
+            if len > crate::wal::segment::HEADER_BYTES as u64 {
+                return Err(Error::InvalidArgument(format!(
+                    "the write-ahead log in {} was written by epoch {wrote} of {}, but epoch \
+                     {head_epoch} has written the prefix since: its unflushed writes were never \
+                     in the bucket. Move its wal-*.log files away to open it as a writer",
+                    root.display(),
+                    self.shared.prefix
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Claims the next version with a new epoch (a writer's open).
     fn claim(&self) -> Result<Manifest> {
         for _ in 0..CLAIM_ATTEMPTS {
             let head = self.read_head()?;
+            self.check_local_wal(head.as_ref().map_or(0, |r| r.epoch))?;
             let (version, epoch, mut manifest) = match head {
                 Some(r) => (r.version + 1, r.epoch + 1, r.manifest),
                 None => (
@@ -698,6 +772,7 @@ impl ObjectFs {
                 .put(&key, Bytes::from(record.encode()), PutMode::Create)
             {
                 Ok(()) => {
+                    self.local.write_atomic(EPOCH_FILE, &encode_epoch(epoch))?;
                     *self.head.lock() = Head {
                         version,
                         epoch,

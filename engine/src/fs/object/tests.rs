@@ -513,3 +513,39 @@ fn synced_writes_check_the_manifest_head() -> Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn a_writer_whose_wal_was_superseded_does_not_replay_it() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let (dir_a, cache_a) = (tempdir()?, tempdir()?);
+    let open_a = || {
+        Db::open(
+            dir_a.path(),
+            options(storage(&store, cache_a.path(), 1 << 30)),
+        )
+    };
+    {
+        let a = open_a()?;
+        let t = a.open_table("t", TableOptions::default())?;
+        write_rows(&a, &t, 0..10, b"a")?;
+        a.flush()?;
+        write_rows(&a, &t, 0..10, b"unflushed")?;
+        a.close()?;
+    }
+    // A restart of the last writer replays its WAL.
+    {
+        let a = open_a()?;
+        assert_rows(&a, &table(&a, "t")?, 10, b"unflushed")?;
+    }
+    let b = node(&store, false)?;
+    assert_rows(&b.db, &table(&b.db, "t")?, 10, b"a")?;
+    match open_a() {
+        Err(Error::InvalidArgument(msg)) => assert!(msg.contains("epoch 3"), "{msg}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(decode_epoch(&encode_epoch(7))?, 7);
+    let mut bad = encode_epoch(7);
+    bad[9] ^= 1;
+    assert!(matches!(decode_epoch(&bad), Err(Error::Corruption { .. })));
+    Ok(())
+}
