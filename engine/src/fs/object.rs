@@ -601,7 +601,12 @@ pub(crate) struct ObjectFs {
     local: LocalFs,
     role: Role,
     opts: ObjectStorage,
+    /// Held while a manifest version is written.
     head: Mutex<Head>,
+    /// Copies of the head's version and epoch, for stats and errors that must not wait for a
+    /// manifest write in flight.
+    seen_version: AtomicU64,
+    seen_epoch: AtomicU64,
     fenced: AtomicBool,
     /// The epoch that fenced this writer.
     fenced_by: AtomicU64,
@@ -634,6 +639,8 @@ impl ObjectFs {
             role,
             opts,
             head: Mutex::new(Head::default()),
+            seen_version: AtomicU64::new(0),
+            seen_epoch: AtomicU64::new(0),
             fenced: AtomicBool::new(false),
             fenced_by: AtomicU64::new(0),
             confirms: Confirms::default(),
@@ -644,7 +651,7 @@ impl ObjectFs {
     fn fenced_error(&self) -> Error {
         Error::Fenced {
             prefix: self.shared.prefix.clone(),
-            epoch: self.head.lock().epoch,
+            epoch: self.seen_epoch.load(Ordering::Relaxed),
             newer_epoch: self.fenced_by.load(Ordering::Relaxed),
         }
     }
@@ -654,7 +661,7 @@ impl ObjectFs {
         if !self.fenced.swap(true, Ordering::Relaxed) {
             tracing::error!(
                 prefix = %self.shared.prefix,
-                epoch = self.head.lock().epoch,
+                epoch = self.seen_epoch.load(Ordering::Relaxed),
                 newer_epoch = by,
                 "a newer writer took over the prefix; refusing writes"
             );
@@ -778,6 +785,8 @@ impl ObjectFs {
                         epoch,
                         uncertain: false,
                     };
+                    self.seen_version.store(version, Ordering::Relaxed);
+                    self.seen_epoch.store(epoch, Ordering::Relaxed);
                     tracing::info!(prefix = %self.shared.prefix, version, epoch, "claimed the object-store prefix");
                     return Ok(record.manifest);
                 }
@@ -969,6 +978,7 @@ impl FileSystem for ObjectFs {
                 let mut h = self.head.lock();
                 Ok(head.map(|r| {
                     h.version = r.version;
+                    self.seen_version.store(r.version, Ordering::Relaxed);
                     r.manifest
                 }))
             }
@@ -986,7 +996,10 @@ impl FileSystem for ObjectFs {
         if head.uncertain {
             // The last store may have created the next version after all.
             match self.author_of(head.version + 1).map_err(before)? {
-                Some(e) if e == epoch => head.version += 1,
+                Some(e) if e == epoch => {
+                    head.version += 1;
+                    self.seen_version.store(head.version, Ordering::Relaxed);
+                }
                 Some(e) => {
                     drop(head);
                     return Err(before(self.fence(e)));
@@ -1033,6 +1046,7 @@ impl FileSystem for ObjectFs {
             }
         }
         head.version = version;
+        self.seen_version.store(version, Ordering::Relaxed);
         drop(head);
         let kept = self.opts.manifest_versions_kept.max(1) as u64;
         if version > kept {
@@ -1071,27 +1085,27 @@ impl FileSystem for ObjectFs {
             return Ok(());
         }
         let id = self.confirms.started.fetch_add(1, Ordering::AcqRel) + 1;
-        let (version, epoch) = {
-            let head = self.head.lock();
-            (head.version, head.epoch)
-        };
-        let store = self.shared.store.clone();
-        let key = self.shared.version_key(version + 1);
-        bump(&self.shared.counters.heads, 1);
-        let found = self
-            .shared
-            .run_raw(async move { store.head(&key).await })
-            .map_err(|e| Error::io("checking the manifest head", e))?;
-        match found {
-            Err(object_store::Error::NotFound { .. }) => {}
-            Ok(_) => {
-                // Our own flush may have just written it.
-                match self.author_of(version + 1)? {
+        // Not the head's lock: a manifest write in flight would hold it up.
+        let mut version = self.seen_version.load(Ordering::Relaxed) + 1;
+        let epoch = self.seen_epoch.load(Ordering::Relaxed);
+        // Versions this writer's own flushes wrote meanwhile are passed over, up to the first
+        // free number.
+        loop {
+            let store = self.shared.store.clone();
+            let key = self.shared.version_key(version);
+            bump(&self.shared.counters.heads, 1);
+            let found = self
+                .shared
+                .run_raw(async move { store.head(&key).await })
+                .map_err(|e| Error::io("checking the manifest head", e))?;
+            match found {
+                Err(object_store::Error::NotFound { .. }) => break,
+                Ok(_) => match self.author_of(version)? {
                     Some(e) if e != epoch => return Err(self.fence(e)),
-                    _ => {}
-                }
+                    _ => version += 1,
+                },
+                Err(e) => return Err(store_error("checking the manifest head".into(), e)),
             }
-            Err(e) => return Err(store_error("checking the manifest head".into(), e)),
         }
         *passed = id;
         self.check_writable()
@@ -1106,6 +1120,7 @@ impl FileSystem for ObjectFs {
             return Ok(None);
         }
         head.version = record.version;
+        self.seen_version.store(record.version, Ordering::Relaxed);
         Ok(Some(record.manifest))
     }
 
@@ -1116,7 +1131,6 @@ impl FileSystem for ObjectFs {
     fn object_stats(&self) -> Option<ObjectStats> {
         let c = &self.shared.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let head = self.head.lock();
         Some(ObjectStats {
             gets: load(&c.gets),
             puts: load(&c.puts),
@@ -1128,8 +1142,8 @@ impl FileSystem for ObjectFs {
             disk_cache_hits: load(&c.hits),
             disk_cache_misses: load(&c.misses),
             disk_cache_bytes: self.shared.cache.used(),
-            manifest_version: head.version,
-            epoch: head.epoch,
+            manifest_version: self.seen_version.load(Ordering::Relaxed),
+            epoch: self.seen_epoch.load(Ordering::Relaxed),
             fenced: self.fenced.load(Ordering::Relaxed),
         })
     }

@@ -549,3 +549,34 @@ fn a_writer_whose_wal_was_superseded_does_not_replay_it() -> Result<()> {
     assert!(matches!(decode_epoch(&bad), Err(Error::Corruption { .. })));
     Ok(())
 }
+
+#[test]
+fn synced_writes_racing_this_writers_flushes_are_not_fenced() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let (n, t) = writer_with_rows(&store, b"v")?;
+    std::thread::scope(|s| {
+        let writers: Vec<_> = (0..4u32)
+            .map(|w| {
+                let (db, t) = (&n.db, &t);
+                s.spawn(move || -> Result<()> {
+                    for i in 0..50u32 {
+                        let mut b = WriteBatch::new();
+                        b.put(t, &(w * 1000 + i).to_be_bytes(), b"c", b"s");
+                        db.write_sync(&b)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for _ in 0..20 {
+            n.db.flush()?;
+        }
+        for w in writers {
+            w.join()
+                .map_err(|_| Error::Closed("writer panicked".into()))??;
+        }
+        Ok::<(), Error>(())
+    })?;
+    assert!(!n.db.stats().object.fenced);
+    Ok(())
+}
