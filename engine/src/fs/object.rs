@@ -558,7 +558,10 @@ impl Shared {
         })?;
         let len = bytes.len() as u64;
         if len <= self.cache.capacity / 2 {
-            let tmp = self.cache.path(&format!("{name}.fetch"));
+            // Threads fetching one file at once each write their own copy.
+            static FETCHES: AtomicU64 = AtomicU64::new(0);
+            let n = FETCHES.fetch_add(1, Ordering::Relaxed);
+            let tmp = self.cache.path(&format!("{name}.{n}.fetch"));
             let written =
                 fs::write(&tmp, &bytes).and_then(|()| fs::rename(&tmp, self.cache.path(name)));
             match written {
