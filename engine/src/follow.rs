@@ -34,6 +34,13 @@ impl Inner {
             .flatten()
             .map(|r| (r.file_id(), r.clone()))
             .collect();
+        let new: Vec<(String, u64)> = next
+            .files
+            .iter()
+            .filter(|f| !open.contains_key(&f.id))
+            .map(|f| (sst_file_name(f.id), f.bytes))
+            .collect();
+        self.fs.prefetch(&new);
         let mut files = Files::default();
         for f in &next.files {
             let reader = match open.get(&f.id) {

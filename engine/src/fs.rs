@@ -133,6 +133,10 @@ pub(crate) trait FileSystem: Send + Sync + fmt::Debug {
         Ok(None)
     }
 
+    /// Fetches files about to be opened, `(name, bytes)`, into a local cache ahead of time,
+    /// several at once. Best effort: a failure shows when the file is opened.
+    fn prefetch(&self, _files: &[(String, u64)]) {}
+
     /// Drops the local copy of a file a follower no longer needs.
     fn forget(&self, _name: &str) {}
 

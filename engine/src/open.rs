@@ -113,6 +113,12 @@ fn open_claimed(dir: &Path, opts: DbOptions, follower: bool) -> Result<Arc<Inner
 
     let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
     let mut files = Files::default();
+    let names: Vec<(String, u64)> = manifest
+        .files
+        .iter()
+        .map(|f| (sst_file_name(f.id), f.bytes))
+        .collect();
+    fs.prefetch(&names);
     for f in &manifest.files {
         let reader = SstReader::open(fs.open(&sst_file_name(f.id))?, f.id, Some(cache.clone()))?;
         files.add(f.table, f.level, Arc::new(reader));

@@ -80,6 +80,8 @@ const VERSION_HEADER_BYTES: usize = 4 + 2 + 2 + 8 + 8 + 4;
 pub(crate) const EPOCH_FILE_SHIFT: u32 = 40;
 /// Parts of a multipart upload.
 const PART_BYTES: usize = 8 << 20;
+/// Files fetched at once when a database opens or a follower refreshes.
+const PREFETCH_THREADS: usize = 8;
 /// Attempts at claiming a version at open when other writers race for it.
 const CLAIM_ATTEMPTS: usize = 8;
 
@@ -1125,6 +1127,39 @@ impl FileSystem for ObjectFs {
         head.version = record.version;
         self.seen_version.store(record.version, Ordering::Relaxed);
         Ok(Some(record.manifest))
+    }
+
+    fn prefetch(&self, files: &[(String, u64)]) {
+        let cache = &self.shared.cache;
+        let mut budget = cache.capacity;
+        let wanted: Vec<&str> = files
+            .iter()
+            .filter(|(name, bytes)| {
+                let fits = *bytes <= cache.capacity / 2 && *bytes <= budget;
+                if fits {
+                    budget -= bytes;
+                }
+                fits && cache.len_of(name).is_none()
+            })
+            .map(|(name, _)| name.as_str())
+            .collect();
+        let next = AtomicU64::new(0);
+        // Each thread waits on one request at a time; the runtime runs them side by side.
+        std::thread::scope(|s| {
+            for _ in 0..PREFETCH_THREADS.min(wanted.len()) {
+                s.spawn(|| {
+                    while let Some(name) = usize::try_from(next.fetch_add(1, Ordering::Relaxed))
+                        .ok()
+                        .and_then(|i| wanted.get(i))
+                    {
+                        bump(&self.shared.counters.misses, 1);
+                        if let Err(e) = self.shared.fetch(name) {
+                            tracing::warn!(error = %e, file = name, "could not prefetch an SST");
+                        }
+                    }
+                });
+            }
+        });
     }
 
     fn forget(&self, name: &str) {
