@@ -8,6 +8,7 @@ pub(crate) mod compact;
 pub(crate) mod delete;
 pub(crate) mod dir_lock;
 pub(crate) mod export;
+pub(crate) mod flusher;
 pub(crate) mod fsck;
 pub(crate) mod import;
 pub(crate) mod open;

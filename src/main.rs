@@ -109,16 +109,23 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
             let config = strata_server::Config::resolve(&args)?;
-            if let Some(store) = &config.store {
-                return refuse_store(store);
-            }
-            let (lock, tsdb) = cli::open::open_locked(&config)?;
+            let storage = match &config.store {
+                Some(store) => object_storage(store, &config.data_dir)?,
+                None => strata_engine::Storage::Local,
+            };
+            let (lock, tsdb) = cli::open::open_locked_on(&config, storage)?;
+            let flusher = config
+                .store
+                .as_ref()
+                .map(|store| cli::flusher::Flusher::spawn(tsdb.clone(), store.flush_interval))
+                .transpose()?;
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(config.worker_threads)
                 .enable_all()
                 .build()?;
             let result = runtime.block_on(strata_server::serve(config, tsdb));
             drop(runtime);
+            drop(flusher);
             drop(lock);
             result
         }
@@ -135,18 +142,31 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-/// `serve --store`: checks the bucket with the start-up probe, then stops, because this
-/// build's engine keeps its files on the local disk only.
-fn refuse_store(store: &strata_server::store::StoreConfig) -> anyhow::Result<()> {
+/// `serve --store`: checks the bucket with the start-up probe, then keeps the SSTs and the
+/// manifest there, with a disk cache in `data_dir/cache`. Read replicas are not wired yet.
+fn object_storage(
+    store: &strata_server::store::StoreConfig,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<strata_engine::Storage> {
+    anyhow::ensure!(
+        !store.read_only,
+        "read replicas (--read-only) of {} are not available in this build yet: run the \
+         replica without --read-only only if it is the one writer of the prefix",
+        store.location
+    );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(strata_server::store::open_store(store))?;
-    anyhow::bail!(
-        "the store {} passed the start-up probe, but the object-store backend is not available \
-         in this build: run without --store to keep the data in --data-dir",
-        store.location
-    )
+    let (bucket, _report) = runtime.block_on(strata_server::store::open_store(store))?;
+    drop(runtime);
+    Ok(strata_engine::Storage::Object(
+        strata_engine::ObjectStorage::new(
+            bucket,
+            store.location.prefix(),
+            data_dir.join("cache"),
+            store.cache_disk_mb << 20,
+        ),
+    ))
 }
 
 #[cfg(test)]

@@ -218,6 +218,14 @@ struct EngineGauges {
     expired_files_dropped: IntGauge,
     expired_dropped_bytes: IntGauge,
     expired_rows_dropped: IntGauge,
+    store_requests: IntGaugeVec,
+    store_bytes: IntGaugeVec,
+    store_cache_hits: IntGauge,
+    store_cache_misses: IntGauge,
+    store_cache_bytes: IntGauge,
+    store_manifest_version: IntGauge,
+    store_epoch: IntGauge,
+    store_fenced: IntGauge,
 }
 
 /// Gauges that mirror `TsdbStats` at scrape time.
@@ -434,6 +442,40 @@ impl Metrics {
                 "strata_engine_expired_rows_dropped",
                 "Rows past the retention that compactions left out.",
             )?,
+            store_requests: b.gauge_vec(
+                "strata_store_requests",
+                "Requests made to the object store (--store), by kind: get, put, head, list, delete.",
+                &["kind"],
+            )?,
+            store_bytes: b.gauge_vec(
+                "strata_store_bytes",
+                "Bytes moved to and from the object store, by direction: read, written.",
+                &["direction"],
+            )?,
+            store_cache_hits: b.gauge(
+                "strata_store_cache_hits",
+                "SST reads served by the local disk cache of the object store.",
+            )?,
+            store_cache_misses: b.gauge(
+                "strata_store_cache_misses",
+                "SST reads that went to the object store.",
+            )?,
+            store_cache_bytes: b.gauge(
+                "strata_store_cache_bytes",
+                "Bytes of SST files in the local disk cache of the object store.",
+            )?,
+            store_manifest_version: b.gauge(
+                "strata_store_manifest_version",
+                "The newest manifest version this server wrote or read in the object store.",
+            )?,
+            store_epoch: b.gauge(
+                "strata_store_epoch",
+                "This writer's epoch on the object-store prefix (0 for a follower).",
+            )?,
+            store_fenced: b.gauge(
+                "strata_store_fenced",
+                "1 when a newer writer took over the object-store prefix and writes are refused.",
+            )?,
         };
         let tsdb = TsdbGauges {
             points_written: b.gauge(
@@ -634,6 +676,30 @@ impl Metrics {
             .set(gauge_value(e.expired_bytes_dropped));
         g.expired_rows_dropped
             .set(gauge_value(e.expired_rows_dropped));
+        let o = &e.object;
+        for (kind, n) in [
+            ("get", o.gets),
+            ("put", o.puts),
+            ("head", o.heads),
+            ("list", o.lists),
+            ("delete", o.deletes),
+        ] {
+            g.store_requests
+                .with_label_values(&[kind])
+                .set(gauge_value(n));
+        }
+        for (direction, n) in [("read", o.bytes_read), ("written", o.bytes_written)] {
+            g.store_bytes
+                .with_label_values(&[direction])
+                .set(gauge_value(n));
+        }
+        g.store_cache_hits.set(gauge_value(o.disk_cache_hits));
+        g.store_cache_misses.set(gauge_value(o.disk_cache_misses));
+        g.store_cache_bytes.set(gauge_value(o.disk_cache_bytes));
+        g.store_manifest_version
+            .set(gauge_value(o.manifest_version));
+        g.store_epoch.set(gauge_value(o.epoch));
+        g.store_fenced.set(i64::from(o.fenced));
 
         let s = tsdb.stats();
         let t = &self.tsdb;

@@ -13,8 +13,17 @@ const ROWCOMPACT_SETTLE: std::time::Duration = std::time::Duration::from_secs(5)
 /// Opens the database in `config.data_dir`, logging how long recovery took. The caller must
 /// hold the directory's [`DirLock`].
 pub(crate) fn open_tsdb(config: &Config) -> anyhow::Result<strata_tsdb::Tsdb> {
+    open_tsdb_on(config, strata_engine::Storage::Local)
+}
+
+/// As [`open_tsdb`], with the SSTs and manifest in `storage`.
+fn open_tsdb_on(
+    config: &Config,
+    storage: strata_engine::Storage,
+) -> anyhow::Result<strata_tsdb::Tsdb> {
     let started = std::time::Instant::now();
     let mut opts = strata_tsdb::TsdbOptions::default();
+    opts.db.storage = storage;
     opts.db.sync = config.fsync.parse()?;
     opts.db.memtable_bytes = usize::try_from(config.memtable_mb << 20)?;
     opts.db.block_cache_bytes = usize::try_from(config.cache_mb << 20)?;
@@ -56,7 +65,15 @@ pub(crate) fn open_existing(config: &Config) -> anyhow::Result<(DirLock, strata_
 
 /// Locks the data directory, then opens the database in it.
 pub(crate) fn open_locked(config: &Config) -> anyhow::Result<(DirLock, strata_tsdb::Tsdb)> {
+    open_locked_on(config, strata_engine::Storage::Local)
+}
+
+/// As [`open_locked`], with the SSTs and manifest in `storage`.
+pub(crate) fn open_locked_on(
+    config: &Config,
+    storage: strata_engine::Storage,
+) -> anyhow::Result<(DirLock, strata_tsdb::Tsdb)> {
     let lock = DirLock::acquire(&config.data_dir)?;
-    let tsdb = open_tsdb(config)?;
+    let tsdb = open_tsdb_on(config, storage)?;
     Ok((lock, tsdb))
 }

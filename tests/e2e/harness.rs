@@ -39,6 +39,15 @@ impl Server {
 
     /// Starts a server on `data_dir` with extra flags.
     pub(crate) fn start_in(data_dir: &Path, extra: &[&str]) -> anyhow::Result<Server> {
+        Server::start_with_env(data_dir, extra, &[])
+    }
+
+    /// Starts a server on `data_dir` with extra flags and environment variables.
+    pub(crate) fn start_with_env(
+        data_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Server> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
             .arg("serve")
             .arg("--data-dir")
@@ -46,6 +55,7 @@ impl Server {
             .args(["--bind", "127.0.0.1", "--port", "0"])
             .args(extra)
             .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

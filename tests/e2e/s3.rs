@@ -9,6 +9,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use strata_server::store::{Retries, StoreArgs, StoreConfig, build_store, open_store};
 
+use crate::harness::Server;
 use crate::seaweed::{BUCKET, Seaweed};
 
 /// The store settings of `seaweed` under `prefix`, with its keys.
@@ -149,22 +150,126 @@ fn failure(out: &Output) -> String {
     stderr
 }
 
+/// A writer on `store` (flushing every 200 ms) with its data directory in `dir`.
+fn store_writer(seaweed: &Seaweed, store: &str, dir: &std::path::Path) -> anyhow::Result<Server> {
+    Server::start_with_env(
+        dir,
+        &[
+            "--store",
+            store,
+            "--s3-endpoint",
+            &seaweed.endpoint,
+            "--store-flush-interval-ms",
+            "200",
+        ],
+        &seaweed.aws_env(),
+    )
+}
+
+/// The value of the gauge `name` (with its labels, if any) in `/metrics`.
+fn gauge(server: &Server, name: &str) -> anyhow::Result<f64> {
+    let (status, text) = server.http("GET", "/metrics", b"")?;
+    anyhow::ensure!(status == 200, "/metrics: {status}");
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .with_context(|| format!("no {name} in /metrics"))
+}
+
+/// Writes `n` points of `metric` with `sync`, and waits for a flush that began after them.
+fn put_and_flush(server: &Server, metric: &str, n: i64) -> anyhow::Result<()> {
+    let points: Vec<serde_json::Value> = (0..n)
+        .map(|i| {
+            serde_json::json!({"metric": metric, "timestamp": 1_700_000_000 + i * 10,
+                               "value": i * 1_000_000_007, "tags": {"host": "a"}})
+        })
+        .collect();
+    let body = serde_json::Value::from(points).to_string();
+    let (status, reply) = server.http("POST", "/api/put?sync&details", body.as_bytes())?;
+    anyhow::ensure!(status == 200, "put: {status} {reply}");
+    let before = gauge(server, "strata_engine_flushes")?;
+    for _ in 0..200 {
+        if gauge(server, "strata_engine_flushes")? >= before + 2.0 {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    anyhow::bail!("no flush within 10 s")
+}
+
+/// Every point of `metric` as `(seconds, value)`.
+fn points_of(server: &Server, metric: &str) -> anyhow::Result<Vec<(i64, i64)>> {
+    let series = server.query_raw(
+        metric,
+        &[("host", "a")],
+        1_699_999_000_000,
+        1_800_000_000_000,
+    )?;
+    let mut out = Vec::new();
+    for (_, points) in series {
+        for (ms, v) in points {
+            out.push((ms / 1000, v.as_i64().context("an integer")?));
+        }
+    }
+    Ok(out)
+}
+
 #[test]
-fn serve_with_a_store_probes_it_then_says_the_backend_is_not_in_this_build() -> anyhow::Result<()> {
+fn a_writer_keeps_flushed_points_in_the_bucket_across_kill_9_and_a_new_disk() -> anyhow::Result<()>
+{
+    let seaweed = Seaweed::start()?;
+    let store = format!("s3://{BUCKET}/writer");
+    let first = tempfile::tempdir()?;
+    let server = store_writer(&seaweed, &store, first.path())?;
+    put_and_flush(&server, "s3.points", 300)?;
+    assert!(gauge(&server, "strata_store_requests{kind=\"put\"}")? >= 2.0);
+    assert_eq!(gauge(&server, "strata_store_fenced")?, 0.0);
+    // kill -9, then a new machine: an empty data directory on the same prefix.
+    drop(server);
+    let second = tempfile::tempdir()?;
+    let server = store_writer(&seaweed, &store, second.path())?;
+    let want: Vec<(i64, i64)> = (0..300)
+        .map(|i| (1_700_000_000 + i * 10, i * 1_000_000_007))
+        .collect();
+    assert_eq!(points_of(&server, "s3.points")?, want);
+    assert!(gauge(&server, "strata_store_cache_misses")? >= 1.0);
+    assert!(gauge(&server, "strata_store_epoch")? >= 2.0);
+    Ok(())
+}
+
+#[test]
+fn a_new_writer_fences_the_old_one() -> anyhow::Result<()> {
+    let seaweed = Seaweed::start()?;
+    let store = format!("s3://{BUCKET}/fence");
+    let (a_dir, b_dir) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let a = store_writer(&seaweed, &store, a_dir.path())?;
+    put_and_flush(&a, "s3.fence", 20)?;
+    let b = store_writer(&seaweed, &store, b_dir.path())?;
+    // The old writer acknowledges no synced write once the new one holds the prefix.
+    let body = r#"{"metric":"s3.fence","timestamp":1700009999,"value":1,"tags":{"host":"a"}}"#;
+    let (status, reply) = a.http("POST", "/api/put?sync", body.as_bytes())?;
+    assert_eq!(status, 503, "{reply}");
+    assert!(reply.contains("\"error\""), "{reply}");
+    let mut fenced = 0.0;
+    for _ in 0..100 {
+        fenced = gauge(&a, "strata_store_fenced")?;
+        if fenced == 1.0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(fenced, 1.0);
+    // The new writer has what the old one flushed, and takes writes.
+    assert_eq!(points_of(&b, "s3.fence")?.len(), 20);
+    put_and_flush(&b, "s3.fence.b", 5)?;
+    assert_eq!(points_of(&b, "s3.fence.b")?.len(), 5);
+    Ok(())
+}
+
+#[test]
+fn a_read_replica_is_refused_until_it_is_wired() -> anyhow::Result<()> {
     let seaweed = Seaweed::start()?;
     let dir = tempfile::tempdir()?;
-    let store = format!("s3://{BUCKET}/serve");
-    let out = serve_and_exit(
-        dir.path(),
-        &["--store", &store, "--s3-endpoint", &seaweed.endpoint],
-    )?;
-    let err = failure(&out);
-    assert!(
-        err.contains("passed the start-up probe")
-            && err.contains("object-store backend is not available in this build"),
-        "{err}"
-    );
-    // A replica's probe only lists the prefix.
+    let store = format!("s3://{BUCKET}/replica");
     let out = serve_and_exit(
         dir.path(),
         &[
@@ -176,7 +281,16 @@ fn serve_with_a_store_probes_it_then_says_the_backend_is_not_in_this_build() -> 
         ],
     )?;
     let err = failure(&out);
-    assert!(err.contains("passed the start-up probe"), "{err}");
+    assert!(err.contains("read replicas (--read-only)"), "{err}");
+    Ok(())
+}
+
+/// Errors of `serve --store` that stop it before it serves.
+#[test]
+fn serve_with_a_store_that_cannot_be_used_stops_with_the_reason() -> anyhow::Result<()> {
+    let seaweed = Seaweed::start()?;
+    let dir = tempfile::tempdir()?;
+    let store = format!("s3://{BUCKET}/serve");
     // A server that answers nothing on the endpoint: the bucket is named, and why.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -240,10 +354,6 @@ fn bad_store_settings_stop_serve_with_the_setting_named() -> anyhow::Result<()> 
             "refresh_ms applies to read replicas",
         ),
         (vec!["--cache-disk-mb", "10"], "need store"),
-        (
-            vec!["--store", &file_store],
-            "object-store backend is not available in this build",
-        ),
     ] {
         let err = failure(&serve_and_exit(dir.path(), &args)?);
         assert!(err.contains(want), "{args:?}: {err}");
