@@ -19,8 +19,18 @@ impl Flusher {
             .name("strata-store-flush".into())
             .spawn(move || {
                 while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
-                    if let Err(e) = tsdb.flush() {
-                        tracing::warn!(error = %e, "periodic flush to the object store failed");
+                    match tsdb.flush() {
+                        Ok(()) => {}
+                        // A newer writer holds the prefix for good: nothing this one flushes
+                        // can land any more, and the engine said so already.
+                        Err(strata_tsdb::Error::Engine(strata_engine::Error::Fenced {
+                            ..
+                        })) => {
+                            return;
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "periodic flush to the object store failed");
+                        }
                     }
                 }
             })?;
