@@ -102,6 +102,8 @@ impl Db {
     }
 
     /// Applies `batch` atomically and fsyncs the WAL before returning, whatever the policy.
+    /// Over an object store it also returns only once the batch is in the bucket: in a flushed
+    /// file that a manifest version names. Synced writes that wait at once share one flush.
     pub fn write_sync(&self, batch: &WriteBatch) -> Result<()> {
         self.write_inner(batch, true, false)
     }
@@ -142,10 +144,31 @@ impl Db {
         }
         self.inner.commit(WalEntry::Batch(batch), sync, queue)?;
         if sync {
+            if self.inner.fs.sync_needs_flush() {
+                // At least this batch's sequence number: it is applied by now.
+                self.flush_through(self.inner.visible_seq.load(Ordering::Acquire))?;
+            }
             // Over an object store: no synced write is acknowledged once a newer writer has
             // taken over the prefix.
             self.inner.fs.confirm_writer()?;
         }
+        Ok(())
+    }
+
+    /// Flushes unless a flush since has already put every entry through `seq` in a file the
+    /// manifest names. Callers that wait on the manifest's lock behind a flush find their
+    /// batches flushed by it, which makes concurrent synced writes share flushes.
+    fn flush_through(&self, seq: u64) -> Result<()> {
+        let inner = &self.inner;
+        let mut manifest = inner.manifest.lock();
+        if manifest.last_seq >= seq {
+            return Ok(());
+        }
+        let frozen = inner.wal.quiesce(|| inner.freeze());
+        // Batches queued while the memtable froze wait for the apply thread.
+        inner.wake_applier(true);
+        frozen?;
+        while inner.flush_oldest_locked(&mut manifest)? {}
         Ok(())
     }
 
@@ -220,14 +243,7 @@ impl Db {
     pub fn flush(&self) -> Result<()> {
         self.inner.fs.check_writable()?;
         self.settle()?;
-        let inner = &self.inner;
-        let mut manifest = inner.manifest.lock();
-        let frozen = inner.wal.quiesce(|| inner.freeze());
-        // Batches queued while the memtable froze wait for the apply thread.
-        inner.wake_applier(true);
-        frozen?;
-        while inner.flush_oldest_locked(&mut manifest)? {}
-        Ok(())
+        self.flush_through(u64::MAX)
     }
 
     /// Compacts every level into the bottom one and waits for it: each table's files are

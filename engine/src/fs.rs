@@ -128,6 +128,12 @@ pub(crate) trait FileSystem: Send + Sync + fmt::Debug {
         Ok(())
     }
 
+    /// Whether files live away from the WAL's disk (an object store), so that a synced write
+    /// is durable there only once a flush has put it in a file the manifest names.
+    fn sync_needs_flush(&self) -> bool {
+        false
+    }
+
     /// A follower's newest manifest, if it is newer than the one it last returned.
     fn refresh_manifest(&self) -> Result<Option<Manifest>> {
         Ok(None)

@@ -455,3 +455,43 @@ fn the_routing_example_in_the_docs_gets_the_engines_salt() -> anyhow::Result<()>
     );
     Ok(())
 }
+
+#[test]
+fn a_synced_put_is_in_the_bucket_before_its_answer() -> anyhow::Result<()> {
+    let seaweed = Seaweed::start()?;
+    let store = format!("s3://{BUCKET}/sync");
+    let first = tempfile::tempdir()?;
+    // No periodic flush comes during the test: only the synced put can put points in the
+    // bucket.
+    let server = Server::start_with_env(
+        first.path(),
+        &[
+            "--store",
+            &store,
+            "--s3-endpoint",
+            &seaweed.endpoint,
+            "--store-flush-interval-ms",
+            "3600000",
+        ],
+        &seaweed.aws_env(),
+    )?;
+    let points: Vec<serde_json::Value> = (0..50i64)
+        .map(|i| {
+            serde_json::json!({"metric": "s3.synced", "timestamp": 1_700_000_000 + i * 10,
+                               "value": i * 1_000_000_007, "tags": {"host": "a"}})
+        })
+        .collect();
+    let body = serde_json::Value::from(points).to_string();
+    let (status, reply) = server.http("POST", "/api/put?sync&details", body.as_bytes())?;
+    anyhow::ensure!(status == 200, "put: {status} {reply}");
+    // kill -9 as soon as the answer is in, then a new machine with an empty data directory:
+    // the WAL that held the points is gone with the old one.
+    drop(server);
+    let second = tempfile::tempdir()?;
+    let server = store_writer(&seaweed, &store, second.path())?;
+    let want: Vec<(i64, i64)> = (0..50)
+        .map(|i| (1_700_000_000 + i * 10, i * 1_000_000_007))
+        .collect();
+    assert_eq!(points_of(&server, "s3.synced")?, want);
+    Ok(())
+}

@@ -1166,6 +1166,10 @@ impl FileSystem for ObjectFs {
         self.shared.cache.remove(name);
     }
 
+    fn sync_needs_flush(&self) -> bool {
+        true
+    }
+
     fn object_stats(&self) -> Option<ObjectStats> {
         let c = &self.shared.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);

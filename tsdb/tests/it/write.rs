@@ -188,3 +188,35 @@ fn concurrent_writers_share_uids_and_dense_series_ids() -> crate::TestResult {
     assert_eq!(uids, (1..=50).collect::<Vec<u32>>());
     Ok(())
 }
+
+#[test]
+fn integers_wider_than_32_bits_survive_a_flush() -> crate::TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    let tags = [("host", "a")];
+    let want: Vec<(i64, Value)> = (0..50i64)
+        .map(|i| {
+            (
+                (1_700_000_000 + i * 10) * 1000,
+                Value::Int(i * 1_000_000_007),
+            )
+        })
+        .collect();
+    let points: Vec<PointRef<'_>> = want
+        .iter()
+        .map(|(ms, v)| pt("m", &tags, ms / 1000, *v))
+        .collect();
+    assert!(db.write(&points).iter().all(Result::is_ok));
+    let read = |db: &strata_tsdb::Tsdb| {
+        db.read(&strata_tsdb::ReadRequest::metric(
+            "m",
+            &[],
+            1_699_999_000_000,
+            1_800_000_000_000,
+        ))
+    };
+    assert_eq!(read(&db)?[0].points, want, "from the memtable");
+    db.flush()?;
+    assert_eq!(read(&db)?[0].points, want, "after the flush");
+    Ok(())
+}

@@ -580,3 +580,34 @@ fn synced_writes_racing_this_writers_flushes_are_not_fenced() -> Result<()> {
     assert!(!n.db.stats().object.fenced);
     Ok(())
 }
+
+#[test]
+fn a_synced_write_is_in_the_bucket_when_it_returns() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let w = node(&store, false)?;
+    let t = w.db.open_table("t", TableOptions::default())?;
+    // A plain write stays in the writer's WAL and memtable until a flush.
+    write_rows(&w.db, &t, 0..5, b"plain")?;
+    let before = node(&store, true)?;
+    let seen = match before.db.table("t") {
+        Some(tf) => all_rows(&before.db, &tf)?.len(),
+        None => 0,
+    };
+    assert_eq!(seen, 0);
+
+    let mut b = WriteBatch::new();
+    b.put(&t, &9u32.to_be_bytes(), b"c", b"synced");
+    w.db.write_sync(&b)?;
+    // No flush was asked for, and the writer is not closed: the bucket alone has the batch,
+    // and the earlier plain writes with it.
+    let fresh = node(&store, true)?;
+    let rows = all_rows(&fresh.db, &table(&fresh.db, "t")?)?;
+    assert_eq!(rows.len(), 6);
+    assert_eq!(rows[5].cells[0].value.as_ref(), b"synced");
+
+    // A second synced write with nothing new in between flushes only its own batch.
+    let flushes = w.db.stats().flushes;
+    w.db.write_sync(&b)?;
+    assert_eq!(w.db.stats().flushes, flushes + 1);
+    Ok(())
+}
