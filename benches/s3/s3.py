@@ -5,6 +5,9 @@ Systems, measured one after the other in one run on the same telnet files:
 - `strata`: the embedded default, SSTs and manifest on the local disk;
 - `strata-s3`: a writer with `--store s3://strata/bench` on a SeaweedFS started here on
   127.0.0.1 (fresh for each system), the WAL and a disk cache in its data directory;
+- `strata-2w`: two S3 writers on one prefix, `--salt-buckets 0-9` and `10-19`, each sent the
+  points of the series in its buckets (routed beforehand as `docs/operations-s3.md` shows, with
+  names assigned through one writer's `/api/uid/assign`); CPU is the sum of both processes';
 - `strata-replica`: loads the set into an S3 writer as `strata-s3` does, flushes it, then starts
   a `--read-only` replica on a second, empty data directory and measures its queries: the first
   run of each query (cold cache: every block comes from the bucket) and the median of the
@@ -14,8 +17,9 @@ Besides the figures of `benches/peers/peers.py`, it records the S3 requests the 
 (`strata_store_requests` in `/metrics`) per million points, and the SeaweedFS process tree's
 CPU. It prints a table with the ratio of each system to `strata`.
 
-Run it through run.sh, which builds what it needs and installs SeaweedFS into a venv.
-Standard library only.
+Run it through run.sh, which builds what it needs and installs SeaweedFS into a venv. Standard
+library only, but for `strata-2w`, whose routing needs the `xxhash` package (run.sh runs this
+with the venv's Python, which has it).
 """
 
 import argparse
@@ -325,6 +329,110 @@ def measure_replica(args, files, expected):
         seaweed.stop()
 
 
+def uid_assign(addr, names):
+    """UIDs (bytes) of `{kind: [name, ...]}`, assigning new ones, through `/api/uid/assign`."""
+    import re
+    body = json.dumps({k: sorted(v) for k, v in names.items()})
+    st, data = peers.request(addr, "POST", "/api/uid/assign", body)
+    reply = json.loads(data)
+    out = {}
+    for kind, wanted in names.items():
+        for name in wanted:
+            hexuid = reply.get(kind, {}).get(name)
+            if hexuid is None:
+                err = reply.get(kind + "_errors", {}).get(name, "")
+                m = re.search(r"UID: ([0-9A-Fa-f]+)", err)
+                if not m:
+                    raise RuntimeError(f"no UID for {kind} {name}: HTTP {st} {data[:300]}")
+                hexuid = m.group(1)
+            out[(kind, name)] = bytes.fromhex(hexuid)
+    return out
+
+
+def route(args, files, writers, addr):
+    """Splits each telnet file into one file per writer by the salt of each line's series.
+    `writers` is a list of salt ranges; returns the files per writer."""
+    import xxhash
+    series = {}
+    names = {"metric": set(), "tagk": set(), "tagv": set()}
+    for path in files:
+        with open(path, "rb") as f:
+            for line in f:
+                parts = line.split()
+                key = (parts[1], tuple(parts[4:]))
+                if key not in series:
+                    series[key] = None
+                    names["metric"].add(parts[1].decode())
+                    for kv in parts[4:]:
+                        k, v = kv.decode().split("=", 1)
+                        names["tagk"].add(k)
+                        names["tagv"].add(v)
+    uids = uid_assign(addr, names)
+    buckets = args.salt_buckets
+    for key in series:
+        metric, tags = key
+        pairs = sorted((uids[("tagk", k)], uids[("tagv", v)])
+                       for k, v in (kv.decode().split("=", 1) for kv in tags))
+        tsuid = uids[("metric", metric.decode())] + b"".join(k + v for k, v in pairs)
+        salt = xxhash.xxh3_64_intdigest(tsuid) % buckets
+        series[key] = next(i for i, owned in enumerate(writers) if salt in owned)
+    out = [[] for _ in writers]
+    for n, path in enumerate(files):
+        sinks = [open(os.path.join(args.work, f"routed-w{w}.{n}"), "wb") for w in range(len(writers))]
+        with open(path, "rb") as f:
+            for line in f:
+                parts = line.split()
+                sinks[series[(parts[1], tuple(parts[4:]))]].write(line)
+        for w, sink in enumerate(sinks):
+            sink.close()
+            out[w].append(sink.name)
+    return out
+
+
+def measure_two_writers(args, files, expected):
+    seaweed = Seaweed(args.weed, args.work)
+    ranges = [range(0, args.salt_buckets // 2), range(args.salt_buckets // 2, args.salt_buckets)]
+    servers = []
+    try:
+        for i, r in enumerate(ranges):
+            flags = flush_interval_flags(args) + ["--salt-buckets", f"{r.start}-{r.stop - 1}"]
+            servers.append(StrataOn(args, f"strata-2w-{i}", STRATA_PORT + 20 * i, seaweed,
+                                    flags))
+        t = time.time()
+        routed = route(args, files, ranges, servers[0].addr)
+        peers.log(f"strata-2w: routed the files in {time.time() - t:.0f} s")
+        cpu0 = [peers.proc_cpu(s.pid) for s in servers]
+        weed0 = seaweed.cpu()
+        t0 = time.time()
+        threads = [threading.Thread(target=peers.send, args=(s.telnet, f))
+                   for s, fs in zip(servers, routed) for f in fs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        deadline = time.time() + args.timeout
+        while (got := sum(s.count(args.hours) for s in servers)) < expected:
+            if time.time() > deadline:
+                raise RuntimeError(f"only {got} of {expected} points became queryable")
+            time.sleep(0.5)
+        elapsed = time.time() - t0
+        for s in servers:
+            peers.wait_quiet(s.pid)
+        cpu = sum(peers.proc_cpu(s.pid) - c for s, c in zip(servers, cpu0))
+        return {
+            "ingest_points_per_s": expected / elapsed,
+            "cpu_s_per_million": cpu * 1e6 / expected,
+            "peak_rss_mib": sum(peers.peak_rss(s.pid) for s in servers) / 2**20,
+            "written_bytes_per_point": sum(peers.written_bytes(s.pid) for s in servers) / expected,
+            "s3_requests_per_million": sum(store_requests(s.addr) for s in servers) * 1e6 / expected,
+            "seaweed_cpu_s_per_million": (seaweed.cpu() - weed0) * 1e6 / expected,
+        }
+    finally:
+        for s in servers:
+            s.stop()
+        seaweed.stop()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--strata", required=True, help="the strata binary")
@@ -341,12 +449,14 @@ def main():
     p.add_argument("--timeout", type=int, default=1800)
     p.add_argument("--flush-interval-ms", type=int, default=10000,
                    help="the S3 writer's --store-flush-interval-ms")
+    p.add_argument("--salt-buckets", type=int, default=20,
+                   help="the bucket count, split in halves between strata-2w's writers")
     p.add_argument("--work", required=True)
     p.add_argument("--out", required=True)
     args = p.parse_args()
     files = [f"{args.data}.{i}" for i in range(args.split)]
     systems = {"strata": measure_local, "strata-s3": measure_s3,
-               "strata-replica": measure_replica}
+               "strata-replica": measure_replica, "strata-2w": measure_two_writers}
     results = {}
     for s in args.systems.split():
         results[s] = systems[s](args, files, args.expected)
@@ -355,20 +465,21 @@ def main():
         json.dump({"hosts": args.hosts, "hours": args.hours, "interval": args.interval,
                    "split": args.split, "points": args.expected, "results": results}, f, indent=1)
     names = list(results)
-    others = [n for n in names if n != "strata"] if "strata" in names else []
+    base_name = "strata" if "strata" in names else names[0]
+    others = [n for n in names if n != base_name]
     keys = []
     for n in names:
         keys += [k for k in results[n] if k not in keys]
     print(f"{args.hosts * 20} series, {args.expected} points, {args.split} connections")
-    print("| figure | " + " | ".join(names) + " |" + "".join(f" {n} / strata |" for n in others))
+    print("| figure | " + " | ".join(names) + " |" + "".join(f" {n} / {base_name} |" for n in others))
     print("|---" * (len(names) + 1 + len(others)) + "|")
     for key in keys:
         vals = [results[n].get(key, "") for n in names]
         cells = [f"{v:.3g}" if isinstance(v, float) else str(v) for v in vals]
         ratios = ""
-        base = results["strata"].get(key) if others else None
-        if key.endswith("_cold_ms") and others:
-            base = results["strata"].get(key.replace("_cold", ""))
+        base = results[base_name].get(key)
+        if key.endswith("_cold_ms"):
+            base = results[base_name].get(key.replace("_cold", ""))
         for n in others:
             v = results[n].get(key)
             ok = isinstance(v, float) and isinstance(base, float) and base
