@@ -1360,6 +1360,11 @@ mod tests {
         assert_eq!(a.uid(UidKind::Tagv, "h3")?, b.uid(UidKind::Tagv, "h3")?);
         assert_eq!(a.uid(UidKind::Metric, "m")?, b.uid(UidKind::Metric, "m")?);
         assert_eq!(a.uid(UidKind::Metric, "m")?.get(), 101);
+        let e = a
+            .rename_uid(UidKind::Metric, "m", "n")
+            .err()
+            .map(|e| e.to_string());
+        assert!(e.is_some_and(|e| e.contains("shared between writers")));
         let e = Tsdb::open(
             tempfile::tempdir()
                 .map_err(|e| Error::InvalidArgument(e.to_string()))?

@@ -262,6 +262,7 @@ impl UidTable {
 
     /// Renames `old` to `new`, keeping its UID.
     pub(crate) fn rename(&self, kind: UidKind, old: &str, new: &str) -> Result<()> {
+        self.check_unshared(kind, "renamed")?;
         let _guard = self.assign.lock();
         let uid = self.lookup(kind, old)?;
         if let Some(existing) = self.get(kind, new) {
@@ -297,6 +298,7 @@ impl UidTable {
     /// Deletes the mapping of `name` both ways, as OpenTSDB's `uid delete`; its UID is not
     /// handed out again (the counter stays).
     pub(crate) fn delete(&self, kind: UidKind, name: &str) -> Result<Uid> {
+        self.check_unshared(kind, "deleted")?;
         let _guard = self.assign.lock();
         let uid = self.lookup(kind, name)?;
         let mut batch = WriteBatch::new();
@@ -307,6 +309,23 @@ impl UidTable {
         m.by_name.remove(name);
         m.by_uid.remove(&uid);
         Ok(uid)
+    }
+
+    /// Whether new names' UIDs come from an allocator shared with other databases.
+    pub(crate) fn is_shared(&self) -> bool {
+        self.allocator.is_some()
+    }
+
+    /// Refuses to change a mapping that a shared allocator holds for other databases too:
+    /// they would keep the old one.
+    fn check_unshared(&self, kind: UidKind, what: &str) -> Result<()> {
+        match self.allocator {
+            Some(_) => Err(Error::InvalidArgument(format!(
+                "{kind} names cannot be {what} while UIDs are shared between writers \
+                 (partitioned ingest): the other writers would keep the old mapping"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Up to `max` names of `kind` starting with `prefix`, sorted.
