@@ -109,11 +109,14 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
             let config = strata_server::Config::resolve(&args)?;
-            let storage = match &config.store {
-                Some(store) => object_storage(store, &config.data_dir)?,
-                None => strata_engine::Storage::Local,
+            let (lock, tsdb) = match &config.store {
+                Some(store) if store.salt_range.is_some() => open_partitioned(&config, store)?,
+                Some(store) => {
+                    let storage = object_storage(store, &config.data_dir)?;
+                    cli::open::open_locked_on(&config, storage)?
+                }
+                None => cli::open::open_locked_on(&config, strata_engine::Storage::Local)?,
             };
-            let (lock, tsdb) = cli::open::open_locked_on(&config, storage)?;
             let flusher = config
                 .store
                 .as_ref()
@@ -167,6 +170,45 @@ fn object_storage(
             store.cache_disk_mb << 20,
         ),
     ))
+}
+
+/// `serve --store --salt-buckets LO-HI`: claims the salt buckets under the prefix, and opens
+/// the database with its engine files in the range's own tree under the prefix, refusing
+/// points of other buckets, and with new names' UIDs shared through the bucket.
+fn open_partitioned(
+    config: &strata_server::Config,
+    store: &strata_server::store::StoreConfig,
+) -> anyhow::Result<(cli::dir_lock::DirLock, strata_tsdb::Tsdb)> {
+    use strata_server::store::partition;
+    let range = store
+        .salt_range
+        .ok_or_else(|| anyhow::anyhow!("no salt_buckets setting"))?;
+    let buckets = config
+        .salt_bucket_count
+        .unwrap_or(partition::DEFAULT_SALT_BUCKETS);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (bucket, _report) = runtime.block_on(strata_server::store::open_store(store))?;
+    let prefix = store.location.prefix();
+    runtime.block_on(partition::claim_salt_range(
+        &*bucket, prefix, range, buckets,
+    ))?;
+    drop(runtime);
+    let tree = partition::tree_prefix(prefix, range);
+    tracing::info!(store = %store.location, tree, salt_buckets = %range, "partitioned writer");
+    let allocator = std::sync::Arc::new(partition::BucketUidAllocator::new(
+        bucket.clone(),
+        prefix,
+        &range.tree(),
+    )?);
+    let storage = strata_engine::Storage::Object(strata_engine::ObjectStorage::new(
+        bucket,
+        tree,
+        config.data_dir.join("cache"),
+        store.cache_disk_mb << 20,
+    ));
+    cli::open::open_locked_partitioned(config, storage, allocator, (range.lo, range.hi), buckets)
 }
 
 #[cfg(test)]

@@ -291,6 +291,7 @@ struct FileConfig {
     cache_disk_mb: Option<u64>,
     store_flush_interval_ms: Option<u64>,
     refresh_ms: Option<u64>,
+    salt_buckets: Option<String>,
 }
 
 /// A `[[retention_rules]]` entry of the TOML file.
@@ -428,6 +429,7 @@ impl Config {
             cache_disk_mb: file.cache_disk_mb,
             store_flush_interval_ms: file.store_flush_interval_ms,
             refresh_ms: file.refresh_ms,
+            salt_buckets: file.salt_buckets.clone(),
         };
         let store = StoreConfig::resolve(&args.store.or(&file_store), &|k| std::env::var(k).ok())?;
         let mode = args.mode.as_deref().or(file.mode.as_deref());

@@ -2,6 +2,7 @@
 //! the engine's data files and manifest, with `--data-dir` as the local WAL and cache.
 //!
 //! - [`StoreArgs`], [`StoreConfig`], [`S3Credentials`]: the settings and their checks.
+//! - [`partition`]: `--salt-buckets`, several writers on one prefix with shared UIDs.
 //! - [`StoreLocation`]: the parsed `s3://bucket/prefix` or `file:///dir`.
 //! - [`build_store`], [`open_store`]: the `object_store` client, and opening it with
 //!   [`probe`], which refuses a store that ignores create-if-absent writes.
@@ -10,6 +11,7 @@
 
 mod location;
 mod open;
+pub mod partition;
 mod probe;
 mod settings;
 

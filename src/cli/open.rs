@@ -21,6 +21,15 @@ fn open_tsdb_on(
     config: &Config,
     storage: strata_engine::Storage,
 ) -> anyhow::Result<strata_tsdb::Tsdb> {
+    open_tsdb_with(config, storage, |_| {})
+}
+
+/// As [`open_tsdb_on`], with `setup` changing the options last.
+fn open_tsdb_with(
+    config: &Config,
+    storage: strata_engine::Storage,
+    setup: impl FnOnce(&mut strata_tsdb::TsdbOptions),
+) -> anyhow::Result<strata_tsdb::Tsdb> {
     let started = std::time::Instant::now();
     let mut opts = strata_tsdb::TsdbOptions::default();
     opts.db.storage = storage;
@@ -41,6 +50,7 @@ fn open_tsdb_on(
     opts.auto_create_tagks = config.auto_create_tagks;
     opts.auto_create_tagvs = config.auto_create_tagvs;
     opts.retention = config.retention.clone();
+    setup(&mut opts);
     let tsdb = strata_tsdb::Tsdb::open(&config.data_dir, opts)
         .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
     tracing::info!(
@@ -75,5 +85,23 @@ pub(crate) fn open_locked_on(
 ) -> anyhow::Result<(DirLock, strata_tsdb::Tsdb)> {
     let lock = DirLock::acquire(&config.data_dir)?;
     let tsdb = open_tsdb_on(config, storage)?;
+    Ok((lock, tsdb))
+}
+
+/// As [`open_locked_on`], for a writer of salt buckets `owned` (of `buckets`) that shares new
+/// names' UIDs through `allocator` (`serve --salt-buckets`).
+pub(crate) fn open_locked_partitioned(
+    config: &Config,
+    storage: strata_engine::Storage,
+    allocator: std::sync::Arc<dyn strata_tsdb::UidAllocator>,
+    owned: (u8, u8),
+    buckets: u8,
+) -> anyhow::Result<(DirLock, strata_tsdb::Tsdb)> {
+    let lock = DirLock::acquire(&config.data_dir)?;
+    let tsdb = open_tsdb_with(config, storage, |opts| {
+        opts.uid_allocator = Some(allocator);
+        opts.owned_salts = Some(owned);
+        opts.salt_buckets = Some(buckets);
+    })?;
     Ok((lock, tsdb))
 }

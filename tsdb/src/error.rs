@@ -131,6 +131,24 @@ pub enum PointError {
         /// The metric's retention, as configured (`90d`).
         retention: String,
     },
+    /// The point's series is in a salt bucket another writer owns (partitioned ingest).
+    #[error(
+        "salt bucket {salt} of this series (metric={metric}) is not owned by this writer, which \
+         owns salt buckets {lo}-{hi} of {buckets}: send the point to the writer that owns \
+         bucket {salt}"
+    )]
+    NotOwned {
+        /// The point's metric.
+        metric: String,
+        /// The series' salt bucket.
+        salt: u8,
+        /// First bucket this writer owns.
+        lo: u8,
+        /// Last bucket this writer owns.
+        hi: u8,
+        /// The salt bucket count.
+        buckets: u8,
+    },
 }
 
 impl PointError {
@@ -148,6 +166,7 @@ impl PointError {
             }
             PointError::NotFinite { .. } => Rejection::Value,
             PointError::Expired { .. } => Rejection::Expired,
+            PointError::NotOwned { .. } => Rejection::Other,
         }
     }
 }
@@ -249,6 +268,17 @@ pub enum Error {
     /// An argument was invalid (time range, option value).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// The shared UID allocator could not give a new name its UID (its store failed or
+    /// holds something unexpected).
+    #[error("cannot allocate a UID for {kind} {name:?}: {detail}")]
+    UidAllocator {
+        /// The UID kind.
+        kind: UidKind,
+        /// The new name.
+        name: String,
+        /// What failed.
+        detail: String,
+    },
     /// Stored bytes could not be decoded.
     #[error("corrupt {what} {key}: {detail}")]
     Corruption {
@@ -375,6 +405,7 @@ impl Error {
             | Error::InvalidFilter { .. }
             | Error::InvalidArgument(_) => ErrorKind::Client,
             Error::NoSuchName { .. } | Error::NoSuchUid { .. } => ErrorKind::NotFound,
+            Error::UidAllocator { .. } => ErrorKind::Unavailable,
             Error::UidsExhausted { .. }
             | Error::SeriesExhausted { .. }
             | Error::Corruption { .. }

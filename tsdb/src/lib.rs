@@ -35,6 +35,7 @@ mod store;
 mod testing;
 mod tsdb;
 mod uid;
+mod uid_alloc;
 mod uid_kind;
 mod validate;
 mod value;
@@ -61,6 +62,7 @@ pub use stats::TsdbStats;
 pub use testing::{decode_row, fix_block_checksum, partial_block_cell, raw_cell};
 pub use tsdb::{SeriesHandle, SeriesInfo, SeriesNames, SeriesPoint, Tsdb, TsdbOptions};
 pub use uid::{MAX_UID, Uid};
+pub use uid_alloc::UidAllocator;
 pub use uid_kind::UidKind;
 pub use validate::{MAX_MS_TIMESTAMP, NameRules, STANDARD_NAME_BYTES, check_point};
 

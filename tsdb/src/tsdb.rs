@@ -29,6 +29,7 @@ use crate::series_index::SeriesIndex;
 use crate::stats::{Stats, TsdbStats};
 use crate::store::{Store, WriteState};
 use crate::uid::{Uid, UidKind, UidTable};
+use crate::uid_alloc::UidAllocator;
 use crate::validate::{NameRules, check_finite, check_tag_set, timestamp_to_ms};
 use crate::value::Value;
 
@@ -106,6 +107,13 @@ pub struct TsdbOptions {
     /// How long points are kept, by data time and per metric (`retention.rs`; default
     /// forever).
     pub retention: Retention,
+    /// Picks the UIDs of new names; `None` (the default) counts up in this database's own
+    /// UID table. Writers that share names (partitioned ingest) share an allocator.
+    pub uid_allocator: Option<Arc<dyn UidAllocator>>,
+    /// The salt buckets this database accepts points for, `lo..=hi`; a point of a series in
+    /// another bucket is refused ([`PointError::NotOwned`]). `None` (the default) accepts
+    /// every bucket.
+    pub owned_salts: Option<(u8, u8)>,
 }
 
 impl Default for TsdbOptions {
@@ -127,6 +135,8 @@ impl Default for TsdbOptions {
             rowcompact_settle: Duration::ZERO,
             fold_on_flush: true,
             retention: Retention::default(),
+            uid_allocator: None,
+            owned_salts: None,
         }
     }
 }
@@ -327,7 +337,20 @@ impl Tsdb {
         let meta_t = db.open_table(META_TABLE, index_opts)?;
         let buckets = fixed_salt_buckets(&db, &meta_t, opts.salt_buckets)?;
         fixed_uid_widths(&db, &meta_t, opts.uid_widths)?;
-        let uids = Arc::new(UidTable::open(db.clone(), uid)?);
+        if let Some((lo, hi)) = opts.owned_salts
+            && (lo > hi || hi >= buckets)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "owned salt buckets {lo}-{hi} are not a range within the {buckets} buckets \
+                 0-{}",
+                buckets - 1
+            )));
+        }
+        let uids = Arc::new(UidTable::open_with_allocator(
+            db.clone(),
+            uid,
+            opts.uid_allocator.clone(),
+        )?);
         policy.set_uids(&uids);
         let index = SeriesIndex::load(&db, &meta_t, buckets)?;
         tracing::info!(
@@ -390,6 +413,7 @@ impl Tsdb {
                 self.inner.series_cache.insert(&key, tsuid, salt)
             }
         };
+        self.check_owned(series.salt, metric)?;
         Ok(SeriesHandle { series, epoch })
     }
 
@@ -664,6 +688,7 @@ impl Tsdb {
                         self.inner.series_cache.insert(&key, tsuid, salt)
                     }
                 };
+                self.check_owned(series.salt, p.metric)?;
                 self.check_retention(&mut floors, &series.tsuid, ts_ms, p.timestamp, || {
                     Ok(p.metric.to_string())
                 })?;
@@ -675,6 +700,21 @@ impl Tsdb {
                 })
             })
             .collect()
+    }
+
+    /// Refuses a point of a series in salt bucket `salt` unless this database owns it.
+    fn check_owned(&self, salt: u8, metric: &str) -> Result<()> {
+        match self.inner.opts.owned_salts {
+            Some((lo, hi)) if !(lo..=hi).contains(&salt) => Err(PointError::NotOwned {
+                metric: metric.to_string(),
+                salt,
+                lo,
+                hi,
+                buckets: self.inner.buckets,
+            }
+            .into()),
+            _ => Ok(()),
+        }
     }
 
     /// Validates a point's names in OpenTSDB's order and resolves its UIDs.
@@ -1251,6 +1291,89 @@ mod tests {
             .map(|s| (hour as i64 + s) * 1000)
             .collect();
         assert_eq!(ts, want);
+        Ok(())
+    }
+
+    /// A shared allocator that numbers names from 100 in the order it first sees them.
+    #[derive(Debug, Default)]
+    struct SharedNames(Mutex<FxHashMap<(UidKind, String), Uid>>);
+
+    impl crate::UidAllocator for SharedNames {
+        fn allocate(&self, kind: UidKind, name: &str, _local_max: u32) -> Result<Uid> {
+            let mut m = self.0.lock();
+            let n = 100 + m.len() as u32;
+            let uid = *m
+                .entry((kind, name.to_string()))
+                .or_insert(Uid::from_u32(n).ok_or(Error::UidsExhausted { kind })?);
+            Ok(uid)
+        }
+    }
+
+    /// With a shared allocator, two databases give a name the allocator's UID; with owned salt
+    /// buckets, points of other buckets are refused one by one, naming the bucket and range.
+    #[test]
+    fn shared_uids_and_owned_salt_buckets() -> Result<()> {
+        let shared: Arc<dyn crate::UidAllocator> = Arc::new(SharedNames::default());
+        let (d1, d2) = (
+            tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?,
+            tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?,
+        );
+        let opts = |owned| TsdbOptions {
+            uid_allocator: Some(shared.clone()),
+            owned_salts: Some(owned),
+            salt_buckets: Some(4),
+            ..TsdbOptions::default()
+        };
+        let a = Tsdb::open(d1.path(), opts((0, 1)))?;
+        let b = Tsdb::open(d2.path(), opts((2, 3)))?;
+        b.assign_uid(UidKind::Metric, "other")?;
+        let hosts: Vec<String> = (0..16).map(|i| format!("h{i}")).collect();
+        let tags: Vec<[(&str, &str); 1]> = hosts.iter().map(|h| [("host", h.as_str())]).collect();
+        let points: Vec<PointRef<'_, &str>> = tags
+            .iter()
+            .map(|t| PointRef {
+                metric: "m",
+                tags: t,
+                timestamp: 1_356_998_400,
+                value: Value::Int(1),
+            })
+            .collect();
+        let (ra, rb) = (a.write(&points), b.write(&points));
+        for (i, (x, y)) in ra.iter().zip(&rb).enumerate() {
+            assert!(
+                x.is_ok() != y.is_ok(),
+                "point {i} stored by exactly one: {x:?} {y:?}"
+            );
+            let refused = x
+                .as_ref()
+                .err()
+                .or(y.as_ref().err())
+                .map(ToString::to_string);
+            let refused = refused.unwrap_or_default();
+            assert!(
+                refused.contains("salt bucket") && refused.contains("owns salt buckets"),
+                "{refused}"
+            );
+        }
+        assert!(ra.iter().any(Result::is_ok) && rb.iter().any(Result::is_ok));
+        assert_eq!(a.uid(UidKind::Tagk, "host")?, b.uid(UidKind::Tagk, "host")?);
+        assert_eq!(a.uid(UidKind::Tagv, "h3")?, b.uid(UidKind::Tagv, "h3")?);
+        assert_eq!(a.uid(UidKind::Metric, "m")?, b.uid(UidKind::Metric, "m")?);
+        assert_eq!(a.uid(UidKind::Metric, "m")?.get(), 101);
+        let e = a
+            .rename_uid(UidKind::Metric, "m", "n")
+            .err()
+            .map(|e| e.to_string());
+        assert!(e.is_some_and(|e| e.contains("shared between writers")));
+        let e = Tsdb::open(
+            tempfile::tempdir()
+                .map_err(|e| Error::InvalidArgument(e.to_string()))?
+                .path(),
+            opts((3, 4)),
+        )
+        .err()
+        .map(|e| e.to_string());
+        assert!(e.is_some_and(|e| e.contains("3-4")));
         Ok(())
     }
 

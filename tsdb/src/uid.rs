@@ -17,6 +17,10 @@
 //!    never holds 0x00, so the counter row is never a name row.
 //!
 //! Every mapping is loaded into memory at open, in both directions; the maps are the caches.
+//!
+//! With a shared [`UidAllocator`] (partitioned ingest), the allocator picks a new name's UID
+//! instead of `counter + 1`; the batch is the same, and the counter becomes the largest UID
+//! held, so it never goes down.
 
 use std::collections::BTreeMap;
 
@@ -28,6 +32,7 @@ use parking_lot::{Mutex, RwLock};
 use strata_engine::{Db, ScanOptions, Table, WriteBatch};
 
 use crate::error::{Error, Result, hex_upper};
+use crate::uid_alloc::UidAllocator;
 pub(crate) use crate::uid_kind::UidKind;
 
 /// Bytes of a UID.
@@ -104,15 +109,25 @@ pub(crate) struct UidTable {
     /// Serializes assignments and renames (counter read, batch, map update).
     assign: Mutex<()>,
     max_uid: u32,
+    /// Picks new names' UIDs; `None` counts up locally.
+    allocator: Option<Arc<dyn UidAllocator>>,
 }
 
 impl UidTable {
-    /// Loads every mapping of `table`.
-    pub(crate) fn open(db: Db, table: Table) -> Result<UidTable> {
-        UidTable::open_with_max(db, table, MAX_UID)
+    /// Loads every mapping of `table`; new names' UIDs are picked by `allocator` (`None`: the
+    /// local counter).
+    pub(crate) fn open_with_allocator(
+        db: Db,
+        table: Table,
+        allocator: Option<Arc<dyn UidAllocator>>,
+    ) -> Result<UidTable> {
+        let mut t = UidTable::open_with_max(db, table, MAX_UID)?;
+        t.allocator = allocator;
+        Ok(t)
     }
 
-    /// As `open`, with a lower UID ceiling (tests of exhaustion).
+    /// Loads every mapping of `table`, with the local counter stopping at `max_uid` (tests of
+    /// exhaustion).
     pub(crate) fn open_with_max(db: Db, table: Table, max_uid: u32) -> Result<UidTable> {
         let [a, b, c] = load(&db, &table)?;
         Ok(UidTable {
@@ -121,6 +136,7 @@ impl UidTable {
             maps: [RwLock::new(a), RwLock::new(b), RwLock::new(c)],
             assign: Mutex::new(()),
             max_uid,
+            allocator: None,
         })
     }
 
@@ -187,11 +203,34 @@ impl UidTable {
         if let Some(uid) = self.get(kind, name) {
             return Ok((uid, false));
         }
-        let next = self.maps[kind.index()].read().max + 1;
-        if next > self.max_uid {
-            return Err(Error::UidsExhausted { kind });
-        }
-        let uid = Uid(next);
+        let max = self.maps[kind.index()].read().max;
+        let uid = match &self.allocator {
+            None => {
+                let next = max + 1;
+                if next > self.max_uid {
+                    return Err(Error::UidsExhausted { kind });
+                }
+                Uid(next)
+            }
+            Some(allocator) => {
+                let uid = allocator.allocate(kind, name, max)?;
+                let m = self.maps[kind.index()].read();
+                if let Some(other) = m.by_uid.get(&uid) {
+                    // Only a table that assigned UIDs on its own before it shared an
+                    // allocator can hold this.
+                    return Err(Error::corruption(
+                        "uid row",
+                        &uid.to_bytes(),
+                        format!(
+                            "the shared allocator gave {kind} {name:?} the UID of {other:?} \
+                             in this table"
+                        ),
+                    ));
+                }
+                uid
+            }
+        };
+        let next = max.max(uid.0);
         let mut batch = WriteBatch::new();
         batch.put(
             &self.table,
@@ -217,12 +256,13 @@ impl UidTable {
         m.max = next;
         m.by_name.insert(name.clone(), uid);
         m.by_uid.insert(uid, name);
-        tracing::trace!(kind = kind.as_str(), uid = next, "assigned uid");
+        tracing::trace!(kind = kind.as_str(), uid = uid.0, "assigned uid");
         Ok((uid, true))
     }
 
     /// Renames `old` to `new`, keeping its UID.
     pub(crate) fn rename(&self, kind: UidKind, old: &str, new: &str) -> Result<()> {
+        self.check_unshared(kind, "renamed")?;
         let _guard = self.assign.lock();
         let uid = self.lookup(kind, old)?;
         if let Some(existing) = self.get(kind, new) {
@@ -258,6 +298,7 @@ impl UidTable {
     /// Deletes the mapping of `name` both ways, as OpenTSDB's `uid delete`; its UID is not
     /// handed out again (the counter stays).
     pub(crate) fn delete(&self, kind: UidKind, name: &str) -> Result<Uid> {
+        self.check_unshared(kind, "deleted")?;
         let _guard = self.assign.lock();
         let uid = self.lookup(kind, name)?;
         let mut batch = WriteBatch::new();
@@ -268,6 +309,23 @@ impl UidTable {
         m.by_name.remove(name);
         m.by_uid.remove(&uid);
         Ok(uid)
+    }
+
+    /// Whether new names' UIDs come from an allocator shared with other databases.
+    pub(crate) fn is_shared(&self) -> bool {
+        self.allocator.is_some()
+    }
+
+    /// Refuses to change a mapping that a shared allocator holds for other databases too:
+    /// they would keep the old one.
+    fn check_unshared(&self, kind: UidKind, what: &str) -> Result<()> {
+        match self.allocator {
+            Some(_) => Err(Error::InvalidArgument(format!(
+                "{kind} names cannot be {what} while UIDs are shared between writers \
+                 (partitioned ingest): the other writers would keep the old mapping"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Up to `max` names of `kind` starting with `prefix`, sorted.

@@ -40,6 +40,12 @@ pub struct StoreArgs {
     /// data, in milliseconds [default: 1000].
     #[arg(long, env = "STRATA_REFRESH_MS")]
     pub refresh_ms: Option<u64>,
+    /// Partitioned ingest: this writer owns salt buckets LO-HI of the prefix (of
+    /// `--salt-bucket-count`), keeps its own tree under it, and refuses points of other
+    /// buckets; UIDs are shared through the bucket. See docs/operations-s3.md
+    /// [default: none, one writer owns every bucket].
+    #[arg(long, env = "STRATA_SALT_BUCKETS")]
+    pub salt_buckets: Option<String>,
 }
 
 impl StoreArgs {
@@ -58,6 +64,10 @@ impl StoreArgs {
                 .store_flush_interval_ms
                 .or(base.store_flush_interval_ms),
             refresh_ms: self.refresh_ms.or(base.refresh_ms),
+            salt_buckets: self
+                .salt_buckets
+                .clone()
+                .or_else(|| base.salt_buckets.clone()),
         }
     }
 
@@ -70,6 +80,7 @@ impl StoreArgs {
             || self.cache_disk_mb.is_some()
             || self.store_flush_interval_ms.is_some()
             || self.refresh_ms.is_some()
+            || self.salt_buckets.is_some()
     }
 }
 
@@ -105,6 +116,8 @@ pub struct StoreConfig {
     pub flush_interval: Duration,
     /// How often a replica re-reads the manifest.
     pub refresh: Duration,
+    /// The salt buckets this writer owns (partitioned ingest); `None` = all of them.
+    pub salt_range: Option<super::partition::SaltRange>,
 }
 
 /// Static S3 credentials from the `AWS_*` environment variables. `Debug` shows the key id only.
@@ -238,6 +251,7 @@ impl StoreConfig {
             (50..=600_000).contains(&refresh_ms),
             "refresh_ms must be 50 to 600000, not {refresh_ms}"
         );
+        let salt_range = salt_range(args, read_only)?;
         Ok(Some(StoreConfig {
             location,
             s3_endpoint,
@@ -247,6 +261,7 @@ impl StoreConfig {
             cache_disk_mb,
             flush_interval: Duration::from_millis(flush_ms),
             refresh: Duration::from_millis(refresh_ms),
+            salt_range,
         }))
     }
 }
@@ -277,6 +292,21 @@ fn check_endpoint(e: &str) -> anyhow::Result<String> {
         return Err(bad("the port is not a number up to 65535"));
     }
     Ok(e.trim_end_matches('/').to_string())
+}
+
+/// The `salt_buckets` setting, which only a writer takes.
+fn salt_range(
+    args: &StoreArgs,
+    read_only: bool,
+) -> anyhow::Result<Option<super::partition::SaltRange>> {
+    let Some(s) = args.salt_buckets.as_deref() else {
+        return Ok(None);
+    };
+    anyhow::ensure!(
+        !read_only,
+        "salt_buckets applies to writers only: a read replica answers for every salt bucket"
+    );
+    Ok(Some(super::partition::SaltRange::parse(s)?))
 }
 
 #[cfg(test)]
