@@ -21,7 +21,8 @@
 //!   thread runs the work again after 100 ms, doubling the wait with each failure in a row up
 //!   to 10 s (`EngineStats::flush_errors`, `compaction_errors`), so it resumes by itself
 //!   once the disk has space. Meanwhile writers stall on the frozen memtables as usual, which
-//!   bounds memory.
+//!   bounds memory, and a write that stalled for `WRITE_STALL_LIMIT` with no flush finishing
+//!   is refused (`Error::Backpressure`), so that clients hear of it.
 //! - If the WAL cannot start a new segment when the active memtable freezes, the memtable
 //!   stays active; a write that finds it at twice its size freezes it first, and is refused
 //!   with the error if that fails again.
@@ -139,7 +140,7 @@ impl Db {
             return Ok(());
         }
         self.inner.fs.check_writable()?;
-        if self.inner.stall_if_needed() {
+        if self.inner.stall_if_needed()? {
             self.inner.freeze_overgrown()?;
         }
         self.inner.commit(WalEntry::Batch(batch), sync, queue)?;
@@ -164,6 +165,10 @@ impl Db {
         if manifest.last_seq >= seq {
             return Ok(());
         }
+        // Older frozen memtables first: while they cannot be flushed (the store is out of
+        // reach), freezing the active one as well would add a frozen memtable per call, and
+        // writers would stall on their number long before memory runs short.
+        while inner.flush_oldest_locked(&mut manifest)? {}
         let frozen = inner.wal.quiesce(|| inner.freeze());
         // Batches queued while the memtable froze wait for the apply thread.
         inner.wake_applier(true);
@@ -304,6 +309,8 @@ impl Db {
             compaction_errors: c.compaction_errors.load(Ordering::Relaxed),
             write_stalls: c.write_stalls.load(Ordering::Relaxed),
             write_stall_micros: c.write_stall_micros.load(Ordering::Relaxed),
+            flush_failing: inner.last_flush_error.lock().is_some(),
+            writes_refused: c.writes_refused.load(Ordering::Relaxed),
             flushes: c.flushes.load(Ordering::Relaxed),
             flush_micros: c.flush_micros.load(Ordering::Relaxed),
             rows_folded: c.rows_folded.load(Ordering::Relaxed),

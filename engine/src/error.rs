@@ -74,6 +74,20 @@ pub enum Error {
     /// The database is a read-only follower (`Db::open_read_only`).
     #[error("the database is read-only: {0}")]
     ReadOnly(String),
+    /// A write waited for memtable flushes while the memtables were full, and no flush
+    /// finished for [`crate::WRITE_STALL_LIMIT`]: the store under the flushes fails (an
+    /// object store out of reach, say). The write is refused rather than held without end;
+    /// it may be retried later. Reads go on.
+    #[error(
+        "writes held back: the memtables are full and no flush finished for {waited_secs} s \
+         (last flush error: {cause}); retry later"
+    )]
+    Backpressure {
+        /// How long the write waited.
+        waited_secs: u64,
+        /// The last flush's error, or `none` if the flushes are slow rather than failing.
+        cause: String,
+    },
 }
 
 impl Error {
@@ -82,7 +96,9 @@ impl Error {
         match self {
             Error::InvalidArgument(_) => ErrorKind::Client,
             Error::NoSuchTable(_) => ErrorKind::NotFound,
-            Error::WalFailed(_) | Error::Fenced { .. } => ErrorKind::Unavailable,
+            Error::WalFailed(_) | Error::Fenced { .. } | Error::Backpressure { .. } => {
+                ErrorKind::Unavailable
+            }
             Error::ReadOnly(_) => ErrorKind::Client,
             Error::Io { source, .. } if source.kind() == io::ErrorKind::StorageFull => {
                 ErrorKind::Unavailable

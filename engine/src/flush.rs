@@ -112,6 +112,8 @@ impl Inner {
             // File ids are never reused. The memtable stays frozen, to be flushed again.
             manifest.next_file_id = next.next_file_id;
             self.discard(written.iter().map(|(m, _)| m.id), e.maybe_replaced);
+            self.counters.flush_errors.fetch_add(1, Ordering::Relaxed);
+            *self.last_flush_error.lock() = Some(e.error.to_string());
             return Err(e.error);
         }
         *manifest = next;
@@ -130,6 +132,7 @@ impl Inner {
             });
         }
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        *self.last_flush_error.lock() = None;
         self.counters
             .flush_micros
             .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);

@@ -28,6 +28,8 @@ pub(crate) struct Counters {
     pub(crate) compaction_errors: AtomicU64,
     pub(crate) write_stalls: AtomicU64,
     pub(crate) write_stall_micros: AtomicU64,
+    /// Writes refused with `Error::Backpressure`.
+    pub(crate) writes_refused: AtomicU64,
     pub(crate) flushes: AtomicU64,
     pub(crate) flush_micros: AtomicU64,
     pub(crate) rows_folded: AtomicU64,
@@ -83,6 +85,8 @@ pub(crate) struct Inner {
     pub(crate) applier: Arc<Signal>,
     /// Signalled after each flush, for stalled writers.
     pub(crate) flushed: (Mutex<()>, Condvar),
+    /// The error of the last flush if it failed; `None` once one succeeds.
+    pub(crate) last_flush_error: Mutex<Option<String>>,
     /// SST files that no manifest in place names but that one which may be on disk does (its
     /// store failed after the rename), or that could not be deleted: deleted after the next
     /// manifest store.

@@ -78,5 +78,6 @@ pub use table::Table;
 pub use testing::{WalReplay, fuzz_fix_wal_checksums, fuzz_replay_wal};
 pub use verify::{
     CheckView, Finding, Remedy, Repaired, Severity, SstFileInfo, VerifyCounts, VerifyReport,
-    repair, verify,
+    repair, verify, verify_object_store,
 };
+pub use write::WRITE_STALL_LIMIT;

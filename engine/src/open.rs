@@ -182,6 +182,7 @@ fn open_claimed(dir: &Path, opts: DbOptions, follower: bool) -> Result<Arc<Inner
         compact_signal: Arc::new(Signal::default()),
         applier: Arc::new(Signal::default()),
         flushed: (Mutex::new(()), Condvar::new()),
+        last_flush_error: Mutex::new(None),
         orphans: Mutex::new(Vec::new()),
         counters: Counters::default(),
     });

@@ -26,6 +26,10 @@ pub struct EngineStats {
     pub wal_batches_refused: u64,
     /// Memtable flush attempts that failed (each is retried).
     pub flush_errors: u64,
+    /// Whether the last flush attempt failed (the store under the flushes is failing).
+    pub flush_failing: bool,
+    /// Writes refused because they stalled with no flush finishing (`Error::Backpressure`).
+    pub writes_refused: u64,
     /// Compaction attempts that failed (each is retried).
     pub compaction_errors: u64,
     /// Number of times a writer stalled.

@@ -32,6 +32,7 @@
 //! leaves a directory that opens: see [`Remedy`] for what it does about each finding.
 
 mod files;
+mod object;
 mod view;
 mod wal;
 
@@ -43,6 +44,7 @@ use crate::file_name::{MANIFEST_NAME, parse_sst_file_name, sst_file_name};
 use crate::fs::{FileSystem, LocalFs};
 use crate::manifest::{FileMeta, Manifest};
 
+pub use object::verify_object_store;
 pub use view::{CheckView, Repaired, repair};
 
 /// The most missing WAL segments [`repair`] creates empty to close a gap. A wider gap is
@@ -309,16 +311,7 @@ pub fn verify(dir: impl AsRef<Path>) -> Result<VerifyReport> {
         .flat_map(|m| m.files.iter().map(|f| f.id))
         .collect();
     if let Some(m) = &manifest {
-        files::check_manifest(m, &mut report);
-        let mut ranges = Vec::new();
-        for f in &m.files {
-            let (action, range) = files::check_live_file(&fs, &names, f, &mut report);
-            report.ssts.push((f.clone(), action));
-            if let Some((first, last)) = range {
-                ranges.push((f, first, last));
-            }
-        }
-        files::check_levels(m, &ranges, &mut report);
+        files::check_manifest_and_files(&fs, &names, m, &mut report);
     }
     let damaged = matches!(report.manifest, ManifestState::Damaged);
     for name in &names {

@@ -7,13 +7,16 @@
 //! (see [`Inner::freeze_at`]) freezes: the WAL rolls to a new segment at that point, so the
 //! frozen memtable covers exactly the segments before it. Writers stall while
 //! `DbOptions::max_frozen_memtables` frozen memtables wait, or while a table's level 0 holds
-//! `DbOptions::l0_stall_files` files.
+//! `DbOptions::l0_stall_files` files. A stall in which no flush finishes for
+//! [`WRITE_STALL_LIMIT`] ends with the write refused (`Error::Backpressure`): the storage
+//! under the flushes is failing (an object store out of reach), and a client is better told
+//! to retry than held without end. Memory stays bounded by the frozen memtables either way.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::inner::Inner;
 use crate::memtable::Memtable;
 use crate::state::{Frozen, State};
@@ -22,6 +25,9 @@ use crate::wal::{DecodedEntry, Entry as WalEntry, decode_entry};
 /// How many times the fixed cost of its rows a memtable's entries may take before it freezes,
 /// when that is more than `DbOptions::memtable_bytes` (see `Inner::freeze_at`).
 const ENTRIES_PER_ROW_BYTE: u64 = 2;
+/// The longest a write waits in a stall in which no flush finishes; see the module doc.
+pub const WRITE_STALL_LIMIT: Duration = Duration::from_secs(10);
+
 /// The most a memtable grows past `DbOptions::memtable_bytes` for rows of few entries: with
 /// the default 64 MiB, 512 MiB, what a million rows of a dozen entries take.
 const MEMTABLE_GROWTH: u64 = 8;
@@ -152,24 +158,47 @@ impl Inner {
         self.pressure().0
     }
 
-    /// Waits while [`Inner::must_stall`], unless the WAL failed (the write is refused then).
-    /// Returns whether the active memtable is overgrown (see [`Inner::pressure`]).
-    pub(crate) fn stall_if_needed(&self) -> bool {
+    /// Waits while [`Inner::must_stall`], unless the WAL failed (the write is refused then),
+    /// and refuses the write with `Error::Backpressure` once it waited [`WRITE_STALL_LIMIT`]
+    /// without a flush finishing. Returns whether the active memtable is overgrown (see
+    /// [`Inner::pressure`]).
+    pub(crate) fn stall_if_needed(&self) -> Result<bool> {
         let (stall, overgrown) = self.pressure();
         if !stall {
-            return overgrown;
+            return Ok(overgrown);
         }
         let start = Instant::now();
         self.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
         tracing::warn!("writes stalled: waiting for memtable flushes or level-0 compactions");
         let (mx, cv) = &self.flushed;
         let mut g = mx.lock();
+        let mut flushes = self.counters.flushes.load(Ordering::Relaxed);
+        let mut progress = start;
+        let mut refused = None;
         while self.must_stall() && !self.wal.has_failed() {
             cv.wait_for(&mut g, Duration::from_millis(10));
+            let now = self.counters.flushes.load(Ordering::Relaxed);
+            if now != flushes {
+                (flushes, progress) = (now, Instant::now());
+            } else if progress.elapsed() >= WRITE_STALL_LIMIT {
+                let cause = self.last_flush_error.lock().clone();
+                refused = Some(Error::Backpressure {
+                    waited_secs: start.elapsed().as_secs(),
+                    cause: cause.unwrap_or_else(|| "none".into()),
+                });
+                break;
+            }
         }
+        drop(g);
         self.counters
             .write_stall_micros
             .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
-        self.pressure().1
+        match refused {
+            Some(e) => {
+                self.counters.writes_refused.fetch_add(1, Ordering::Relaxed);
+                Err(e)
+            }
+            None => Ok(self.pressure().1),
+        }
     }
 }

@@ -214,6 +214,8 @@ struct EngineGauges {
     write_failed: IntGauge,
     wal_batches_refused: IntGauge,
     flush_errors: IntGauge,
+    flush_failing: IntGauge,
+    writes_refused: IntGauge,
     compaction_errors: IntGauge,
     expired_files_dropped: IntGauge,
     expired_dropped_bytes: IntGauge,
@@ -425,6 +427,14 @@ impl Metrics {
             flush_errors: b.gauge(
                 "strata_engine_flush_errors",
                 "Memtable flushes that failed and were retried.",
+            )?,
+            flush_failing: b.gauge(
+                "strata_engine_flush_failing",
+                "1 while the last memtable flush failed (the store is out of reach, say).",
+            )?,
+            writes_refused: b.gauge(
+                "strata_engine_writes_refused",
+                "Writes refused after stalling with no flush finishing (backpressure).",
             )?,
             compaction_errors: b.gauge(
                 "strata_engine_compaction_errors",
@@ -669,6 +679,8 @@ impl Metrics {
         g.wal_batches_refused
             .set(gauge_value(e.wal_batches_refused));
         g.flush_errors.set(gauge_value(e.flush_errors));
+        g.flush_failing.set(i64::from(e.flush_failing));
+        g.writes_refused.set(gauge_value(e.writes_refused));
         g.compaction_errors.set(gauge_value(e.compaction_errors));
         g.expired_files_dropped
             .set(gauge_value(e.expired_files_dropped));

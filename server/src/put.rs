@@ -52,8 +52,9 @@ async fn put_decoded(
         Some(timeout) => put_within(decoded, shared, mode, timeout).await,
         // A large body's parse and write keep a thread busy for milliseconds to seconds: the
         // worker's other connections go to another thread meanwhile, and large puts on several
-        // connections run in parallel, even with one worker thread.
-        None if sync || decoded.len() >= OFFLOAD_PUT_BYTES => {
+        // connections run in parallel, even with one worker thread. So do puts while writes
+        // stall: the names of a new series are written before its points, and wait as well.
+        None if sync || decoded.len() >= OFFLOAD_PUT_BYTES || shared.tsdb.write_may_block() => {
             tokio::task::block_in_place(|| put_now(decoded, shared, mode, sync))
         }
         None => put_now(decoded, shared, mode, false),

@@ -551,7 +551,12 @@ impl Session {
             return;
         }
         let reply_len = self.reply.len();
-        let Err(first) = crate::unwind::catch(|| self.flush_puts(puts)) else {
+        // While writes stall, off the async worker as a whole: the names of a new series are
+        // written before its points, and wait as well.
+        let tsdb = self.shared.tsdb.clone();
+        let stored =
+            crate::unwind::catch(|| crate::shared::write_in_place(&tsdb, || self.flush_puts(puts)));
+        let Err(first) = stored else {
             return;
         };
         self.count_panic(

@@ -7,6 +7,12 @@
 //! repair it, saving whatever they move or delete in `lost+found/fsck-<time>/` inside the data
 //! directory with a `REPORT.txt` of what was done and why.
 //!
+//! With `--store s3://bucket/prefix`, it checks the bucket instead, as a read replica reads
+//! it (no epoch is claimed, nothing is written, a writer may keep running):
+//! `strata_engine::verify_object_store` reads the manifest versions and the SST objects, and
+//! `strata_tsdb::fsck` the tables over a read-only open of the bucket. Objects no manifest
+//! version names are warnings. `--fix` is refused on a bucket.
+//!
 //! Exit status, as e2fsck's: 0 no problems (warnings allowed), 1 problems found and all
 //! repaired, 4 problems left, 8 fsck itself failed.
 
@@ -18,6 +24,7 @@ use strata_engine::{CheckView, Db, DbOptions, Severity, VerifyReport};
 use strata_tsdb::{FsckRemedy, FsckReport};
 
 use super::dir_lock::DirLock;
+use strata_server::store::{StoreArgs, StoreConfig};
 use strata_server::{Config, StorageArgs};
 
 /// Exit status: nothing wrong.
@@ -40,6 +47,10 @@ const TSDB_ROUNDS: usize = 3;
 pub(crate) struct FsckArgs {
     #[command(flatten)]
     pub(crate) storage: StorageArgs,
+    /// Check a bucket (`--store s3://bucket/prefix`, `--s3-endpoint`, as `serve` takes them)
+    /// instead of a data directory.
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
     /// Repair what can be repaired without guessing, moving what cannot be read to
     /// lost+found/ in the data directory. Asks first, unless --yes.
     #[arg(long)]
@@ -231,6 +242,9 @@ pub(crate) fn run(args: &FsckArgs) -> i32 {
 
 fn run_checked(args: &FsckArgs) -> anyhow::Result<i32> {
     let config = Config::resolve_storage(&args.storage)?;
+    if let Some(store) = StoreConfig::resolve(&args.store, &|k| std::env::var(k).ok())? {
+        return check_bucket(args, store, &db_options(&config)?);
+    }
     let dir = &config.data_dir;
     anyhow::ensure!(dir.is_dir(), "no data directory at {}", dir.display());
     let _lock = DirLock::acquire(dir)?;
@@ -282,6 +296,80 @@ fn run_checked(args: &FsckArgs) -> anyhow::Result<i32> {
     } else {
         EXIT_PROBLEMS
     })
+}
+
+/// `strata fsck --store`: checks the bucket, reading it as a replica does; see the module doc.
+fn check_bucket(args: &FsckArgs, mut store: StoreConfig, opts: &DbOptions) -> anyhow::Result<i32> {
+    anyhow::ensure!(
+        !args.fix,
+        "--fix repairs data directories only, not a bucket ({}): run fsck without --fix to see \
+         its problems; objects no manifest version names are deleted by the next writer's open",
+        store.location
+    );
+    // Only reads: the start-up probe lists the prefix and writes nothing.
+    store.read_only = true;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (bucket, _) = runtime.block_on(strata_server::store::open_store(&store))?;
+    drop(runtime);
+    let scratch = Scratch::new()?;
+    let storage = |cache: &str| {
+        strata_engine::ObjectStorage::new(
+            bucket.clone(),
+            store.location.prefix(),
+            scratch.0.join(cache),
+            BUCKET_CHECK_CACHE_BYTES,
+        )
+    };
+    let engine = strata_engine::verify_object_store(&storage("cache"), &scratch.0.join("engine"))?;
+    let tsdb = if engine.manifest_readable() {
+        let opts = DbOptions {
+            storage: strata_engine::Storage::Object(storage("db-cache")),
+            ..opts.clone()
+        };
+        match Db::open_read_only(scratch.0.join("db"), opts) {
+            Ok(db) => strata_tsdb::fsck(&db).map_err(|e| e.to_string()),
+            Err(e) => Err(format!("the time-series tables cannot be checked: {e}")),
+        }
+    } else {
+        Err(
+            "the time-series tables cannot be checked: the newest manifest version does not read"
+                .into(),
+        )
+    };
+    let check = Check { engine, tsdb };
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    writeln!(out, "strata fsck {}", store.location)?;
+    check.print(&mut out, args.max_problems)?;
+    Ok(if check.problems() == 0 {
+        EXIT_CLEAN
+    } else {
+        EXIT_PROBLEMS
+    })
+}
+
+/// The bound of the disk cache of the SST objects a bucket check reads: files past half of
+/// it are read by ranges, uncached.
+const BUCKET_CHECK_CACHE_BYTES: u64 = 1 << 30;
+
+/// A temporary directory, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> anyhow::Result<Scratch> {
+        let path =
+            std::env::temp_dir().join(format!("strata-fsck-{}-{}", std::process::id(), now_secs()));
+        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(Scratch(path))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Asks on the terminal whether to repair; refuses when stdin is not a terminal.

@@ -22,6 +22,7 @@ mod readme_tour;
 mod remote_write;
 mod retention;
 mod s3;
+mod s3_faults;
 mod s3_parts;
 mod seaweed;
 mod settings;

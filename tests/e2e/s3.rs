@@ -13,7 +13,7 @@ use crate::harness::Server;
 use crate::seaweed::{BUCKET, Seaweed};
 
 /// The store settings of `seaweed` under `prefix`, with its keys.
-fn store_config(seaweed: &Seaweed, prefix: &str) -> anyhow::Result<StoreConfig> {
+pub(crate) fn store_config(seaweed: &Seaweed, prefix: &str) -> anyhow::Result<StoreConfig> {
     let env = seaweed.aws_env();
     StoreConfig::resolve(
         &StoreArgs {
@@ -30,7 +30,7 @@ fn store_config(seaweed: &Seaweed, prefix: &str) -> anyhow::Result<StoreConfig> 
     .context("no store")
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()
@@ -152,22 +152,23 @@ fn failure(out: &Output) -> String {
 
 /// A writer on `store` (flushing every 200 ms) with its data directory in `dir`.
 fn store_writer(seaweed: &Seaweed, store: &str, dir: &std::path::Path) -> anyhow::Result<Server> {
-    Server::start_with_env(
-        dir,
-        &[
-            "--store",
-            store,
-            "--s3-endpoint",
-            &seaweed.endpoint,
-            "--store-flush-interval-ms",
-            "200",
-        ],
-        &seaweed.aws_env(),
-    )
+    store_writer_with(seaweed, store, dir, &["--store-flush-interval-ms", "200"])
+}
+
+/// A writer on `store` with its data directory in `dir` and the flags `extra`.
+pub(crate) fn store_writer_with(
+    seaweed: &Seaweed,
+    store: &str,
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> anyhow::Result<Server> {
+    let mut args = vec!["--store", store, "--s3-endpoint", &seaweed.endpoint];
+    args.extend_from_slice(extra);
+    Server::start_with_env(dir, &args, &seaweed.aws_env())
 }
 
 /// The value of the gauge `name` (with its labels, if any) in `/metrics`.
-fn gauge(server: &Server, name: &str) -> anyhow::Result<f64> {
+pub(crate) fn gauge(server: &Server, name: &str) -> anyhow::Result<f64> {
     let (status, text) = server.http("GET", "/metrics", b"")?;
     anyhow::ensure!(status == 200, "/metrics: {status}");
     text.lines()
@@ -176,7 +177,7 @@ fn gauge(server: &Server, name: &str) -> anyhow::Result<f64> {
 }
 
 /// Writes `n` points of `metric` with `sync`, which answers once they are in the bucket.
-fn put_and_flush(server: &Server, metric: &str, n: i64) -> anyhow::Result<()> {
+pub(crate) fn put_and_flush(server: &Server, metric: &str, n: i64) -> anyhow::Result<()> {
     let points: Vec<serde_json::Value> = (0..n)
         .map(|i| {
             serde_json::json!({"metric": metric, "timestamp": 1_700_000_000 + i * 10,

@@ -6,6 +6,7 @@
 //! `<target>/e2e-venv/bin/weed`, else on the `PATH`; when it is nowhere, the test fails and
 //! says how to install it.
 
+use std::fs::OpenOptions;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -56,51 +57,15 @@ impl Seaweed {
     fn start_with(weed: &Path) -> anyhow::Result<Seaweed> {
         let started = Instant::now();
         let dir = tempfile::tempdir()?;
-        let data = dir.path().join("data");
-        std::fs::create_dir(&data)?;
-        let config = dir.path().join("s3.json");
-        std::fs::write(&config, s3_config())?;
+        std::fs::create_dir(dir.path().join("data"))?;
+        std::fs::write(dir.path().join("s3.json"), s3_config())?;
         let ports = free_ports()?;
-        let [master, volume, filer, s3] = ports;
-        let log = std::fs::File::create(dir.path().join("weed.log"))?;
-        let mut command = Command::new(weed);
-        command
-            .arg("server")
-            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1"])
-            .arg(format!("-dir={}", data.display()))
-            .arg(format!("-master.port={master}"))
-            .arg(format!("-volume.port={volume}"))
-            .arg(format!("-filer.port={filer}"))
-            .args(["-filer", "-s3"])
-            .arg(format!("-s3.port={s3}"))
-            .arg(format!("-s3.config={}", config.display()))
-            // No usage reports to the internet, and none of the extra listeners on fixed
-            // default ports, which two instances would fight over.
-            .args([
-                "-master.telemetry=false",
-                "-s3.port.iceberg=0",
-                "-s3.port.lance=0",
-            ])
-            .arg(format!(
-                "-filer.localSocket={}",
-                dir.path().join("filer.sock").display()
-            ))
-            .arg(format!(
-                "-s3.localSocket={}",
-                dir.path().join("s3.sock").display()
-            ))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        // Its own process group, so that drop kills whatever it spawned too.
-        std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        let child = command
-            .spawn()
-            .with_context(|| format!("spawning {}", weed.display()))?;
+        let child = spawn(weed, dir.path(), ports)?;
+        let s3 = ports[3];
         let mut s = Seaweed {
             child,
             endpoint: format!("http://127.0.0.1:{s3}"),
-            master_port: master,
+            master_port: ports[0],
             startup: Duration::ZERO,
             ports,
             dir,
@@ -111,6 +76,86 @@ impl Seaweed {
         Ok(s)
     }
 
+    /// Kills SeaweedFS (`kill -9` of its process group), keeping its data directory, so that
+    /// [`Seaweed::restart`] brings the same bucket back on the same ports.
+    pub(crate) fn kill(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts SeaweedFS again after [`Seaweed::kill`], on the same directory and ports, and
+    /// waits until its bucket answers.
+    pub(crate) fn restart(&mut self) -> anyhow::Result<()> {
+        let started = Instant::now();
+        self.child = spawn(&weed()?, self.dir.path(), self.ports)?;
+        self.wait_for_s3(SocketAddr::from(([127, 0, 0, 1], self.ports[3])))?;
+        eprintln!("SeaweedFS answered again after {:?}", started.elapsed());
+        let deadline = Instant::now() + START_DEADLINE;
+        while !run_shell(&weed()?, self.master_port, "s3.bucket.list")?.contains(BUCKET) {
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the bucket did not come back: {}",
+                self.log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        eprintln!(
+            "SeaweedFS had its bucket again after {:?}",
+            started.elapsed()
+        );
+        Ok(())
+    }
+}
+
+/// Spawns `weed server` on `dir` (with `data/` and `s3.json` in it) and `ports` (master,
+/// volume, filer, S3), logging to `dir/weed.log`.
+fn spawn(weed: &Path, dir: &Path, ports: [u16; 4]) -> anyhow::Result<Child> {
+    let [master, volume, filer, s3] = ports;
+    let data = dir.join("data");
+    let config = dir.join("s3.json");
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("weed.log"))?;
+    let mut command = Command::new(weed);
+    command
+        .arg("server")
+        .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1"])
+        .arg(format!("-dir={}", data.display()))
+        .arg(format!("-master.port={master}"))
+        .arg(format!("-volume.port={volume}"))
+        .arg(format!("-filer.port={filer}"))
+        .args(["-filer", "-s3"])
+        .arg(format!("-s3.port={s3}"))
+        .arg(format!("-s3.config={}", config.display()))
+        // No usage reports to the internet, and none of the extra listeners on fixed
+        // default ports, which two instances would fight over.
+        .args([
+            "-master.telemetry=false",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+        ])
+        .arg(format!(
+            "-filer.localSocket={}",
+            dir.join("filer.sock").display()
+        ))
+        .arg(format!("-s3.localSocket={}", dir.join("s3.sock").display()))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    // Its own process group, so that drop kills whatever it spawned too.
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    command
+        .spawn()
+        .with_context(|| format!("spawning {}", weed.display()))
+}
+
+impl Seaweed {
     /// Waits until the S3 port answers HTTP (any status: anonymous requests get a 403).
     fn wait_for_s3(&mut self, addr: SocketAddr) -> anyhow::Result<()> {
         let deadline = Instant::now() + START_DEADLINE;
@@ -171,15 +216,9 @@ impl Seaweed {
 
 impl Drop for Seaweed {
     fn drop(&mut self) {
-        // SIGKILL to the group: SeaweedFS takes seconds to stop on SIGTERM, and the data
-        // directory goes away with the guard anyway.
-        let group = format!("-{}", self.child.id());
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &group])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // SIGKILL: SeaweedFS takes seconds to stop on SIGTERM, and the data directory goes
+        // away with the guard anyway.
+        self.kill();
         // The gRPC sockets have no flag and go to /tmp, named by port.
         for (kind, port) in ["master", "volume", "filer"].iter().zip(self.ports) {
             let _ =

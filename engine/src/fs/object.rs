@@ -675,7 +675,7 @@ impl ObjectFs {
     }
 
     /// The manifest versions in the store: (version, last modified), ascending.
-    fn versions(&self) -> Result<Vec<(u64, SystemTime)>> {
+    pub(crate) fn versions(&self) -> Result<Vec<(u64, SystemTime)>> {
         let mut versions: Vec<(u64, SystemTime)> = self
             .shared
             .list("manifest")?
@@ -690,7 +690,7 @@ impl ObjectFs {
     }
 
     /// Reads version `version`; `None` if it does not exist.
-    fn read_version(&self, version: u64) -> Result<Option<VersionRecord>> {
+    pub(crate) fn read_version(&self, version: u64) -> Result<Option<VersionRecord>> {
         let key = self.shared.version_key(version);
         let Some(bytes) = self.shared.get(&key)? else {
             return Ok(None);
@@ -872,6 +872,26 @@ impl ObjectFs {
             }
         }
         Ok(())
+    }
+
+    /// The object name of version `version` under the prefix, for messages.
+    pub(crate) fn version_name(&self, version: u64) -> String {
+        self.shared.version_key(version).to_string()
+    }
+
+    /// The SST objects in the store: (file name, bytes).
+    pub(crate) fn sst_objects(&self) -> Result<Vec<(String, u64)>> {
+        Ok(self
+            .shared
+            .list("sst")?
+            .into_iter()
+            .map(|(name, bytes, _)| (name, bytes))
+            .collect())
+    }
+
+    /// The object name of the SST `name` under the prefix, for messages.
+    pub(crate) fn sst_object_name(&self, name: &str) -> String {
+        self.shared.sst_key(name).to_string()
     }
 
     /// Checks whether version `version` exists, and by whom: `None` if not.

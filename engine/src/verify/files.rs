@@ -8,12 +8,12 @@ use bytes::Bytes;
 use super::{Remedy, Severity, SstAction, VerifyReport};
 use crate::compaction::LEVELS;
 use crate::file_name::{MANIFEST_NAME, sst_file_name};
-use crate::fs::{FileSystem, LocalFs};
+use crate::fs::FileSystem;
 use crate::manifest::{FileMeta, Manifest};
 use crate::sst::SstReader;
 
 /// The manifest's own consistency.
-pub(super) fn check_manifest(m: &Manifest, report: &mut VerifyReport) {
+fn check_manifest(m: &Manifest, report: &mut VerifyReport) {
     let mut seen = BTreeSet::new();
     for f in &m.files {
         let name = sst_file_name(f.id);
@@ -48,10 +48,30 @@ pub(super) fn check_manifest(m: &Manifest, report: &mut VerifyReport) {
     }
 }
 
+/// Checks the manifest `m`, every file it names (`names` are the files there are), and its
+/// levels, recording what repair does with each file.
+pub(super) fn check_manifest_and_files(
+    fs: &dyn FileSystem,
+    names: &BTreeSet<String>,
+    m: &Manifest,
+    report: &mut VerifyReport,
+) {
+    check_manifest(m, report);
+    let mut ranges = Vec::new();
+    for f in &m.files {
+        let (action, range) = check_live_file(fs, names, f, report);
+        report.ssts.push((f.clone(), action));
+        if let Some((first, last)) = range {
+            ranges.push((f, first, last));
+        }
+    }
+    check_levels(m, &ranges, report);
+}
+
 /// Opens and checks one SST file; `remedy` is what repairing a file that cannot be read does.
 /// Returns the reader if the file opened, and whether every block was read.
 pub(super) fn check_file(
-    fs: &LocalFs,
+    fs: &dyn FileSystem,
     name: &str,
     id: u64,
     remedy: Remedy,
@@ -93,8 +113,8 @@ pub(super) fn check_file(
 
 /// Checks a file the manifest names; returns what repair does with it, and the file's row
 /// range if it reads cleanly and is not empty.
-pub(super) fn check_live_file(
-    fs: &LocalFs,
+fn check_live_file(
+    fs: &dyn FileSystem,
     names: &BTreeSet<String>,
     f: &FileMeta,
     report: &mut VerifyReport,
@@ -138,11 +158,7 @@ pub(super) fn check_live_file(
 
 /// The files of one level below 0 of one table must cover disjoint row ranges: a read looks
 /// up one file per level. `files` are the clean files with their row ranges.
-pub(super) fn check_levels(
-    m: &Manifest,
-    files: &[(&FileMeta, Bytes, Bytes)],
-    report: &mut VerifyReport,
-) {
+fn check_levels(m: &Manifest, files: &[(&FileMeta, Bytes, Bytes)], report: &mut VerifyReport) {
     // (table, level) -> (first row, last row, file id) of its files.
     type Ranges<'a> = BTreeMap<(u32, u8), Vec<(&'a Bytes, &'a Bytes, u64)>>;
     let mut levels: Ranges<'_> = BTreeMap::new();

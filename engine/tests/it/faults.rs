@@ -208,13 +208,11 @@ fn a_full_disk_refuses_wal_appends_until_it_has_space() -> TestResult {
     Ok(())
 }
 
-/// A flush that meets a full disk leaves no SST behind and is retried in the background
-/// until the disk has space; writers wait meanwhile rather than fill memory.
-#[test]
-fn a_full_disk_holds_flushes_back_until_it_has_space() -> TestResult {
-    let dir = tempfile::tempdir()?;
+/// A database with 2 KiB memtables, two of which may wait for a flush, and a full disk for
+/// SST files until the faults are cleared.
+fn small_memtables_full_disk(dir: &Path) -> TestResult<(Db, Faults, Table)> {
     let faults = Faults::new();
-    let db = open(dir.path(), &faults, |o| DbOptions {
+    let db = open(dir, &faults, |o| DbOptions {
         sync: SyncPolicy::Interval(Duration::from_millis(50)),
         memtable_bytes: 2 << 10,
         max_frozen_memtables: 2,
@@ -228,6 +226,15 @@ fn a_full_disk_holds_flushes_back_until_it_has_space() -> TestResult {
             .torn()
             .sticky(),
     );
+    Ok((db, faults, t))
+}
+
+/// A flush that meets a full disk leaves no SST behind and is retried in the background
+/// until the disk has space; writers wait meanwhile rather than fill memory.
+#[test]
+fn a_full_disk_holds_flushes_back_until_it_has_space() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (db, faults, t) = small_memtables_full_disk(dir.path())?;
     // A writer fills memtables until it stalls on the frozen ones.
     let writer = {
         let (db, t) = (db.clone(), t.clone());
@@ -263,6 +270,44 @@ fn a_full_disk_holds_flushes_back_until_it_has_space() -> TestResult {
             Some(&[1; 50][..]),
             "row {row}"
         );
+    }
+    Ok(())
+}
+
+/// A stall in which no flush finishes (the storage under the flushes keeps failing) ends
+/// with the write refused after `WRITE_STALL_LIMIT`, as `Unavailable` with the flush's error;
+/// once the storage works again the flushes catch up and writes are taken, nothing lost.
+#[test]
+fn a_stall_with_failing_flushes_is_refused_after_the_limit() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (db, faults, t) = small_memtables_full_disk(dir.path())?;
+    let mut refused = None;
+    for row in 0..10_000u32 {
+        let started = Instant::now();
+        if let Err(e) = put(&db, &t, row, &[1; 50]) {
+            refused = Some((row, e, started.elapsed()));
+            break;
+        }
+    }
+    let (row, e, waited) = refused.ok_or("no write was refused")?;
+    assert!(row > 0, "the memtables took writes first");
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("writes held back") && text.contains("space"),
+        "{text}"
+    );
+    assert!(waited >= strata_engine::WRITE_STALL_LIMIT, "{waited:?}");
+    let s = db.stats();
+    assert!(s.flush_failing && s.writes_refused == 1 && s.flushes == 0);
+    faults.clear();
+    wait_for("the flushes to catch up", || {
+        db.stats().frozen_memtables == 0
+    })?;
+    assert!(!db.stats().flush_failing);
+    put(&db, &t, row, &[1; 50])?;
+    for r in 0..=row {
+        assert_eq!(get(&db, &t, r)?.as_deref(), Some(&[1; 50][..]), "row {r}");
     }
     Ok(())
 }

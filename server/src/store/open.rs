@@ -15,8 +15,10 @@ use super::settings::StoreConfig;
 /// How hard a client retries failed requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Retries {
-    /// object_store's defaults (up to 10 retries within 3 minutes), for the engine, which
-    /// should ride out a short outage.
+    /// A few retries within 15 s, for the engine, which rides out a short outage. Longer
+    /// outages are the engine's to ride out: a failed flush is tried again (every 10 s at
+    /// most) with its memtable kept, so retrying one request for minutes (object_store's
+    /// default) would only hold the flush, and `/metrics` would show no failing flush.
     Patient,
     /// One quick retry, for the start-up probe, so that a wrong endpoint is reported in
     /// seconds with its real cause.
@@ -80,7 +82,11 @@ pub fn build_store(config: &StoreConfig, retries: Retries) -> anyhow::Result<Arc
 
 fn retry_config(retries: Retries) -> RetryConfig {
     match retries {
-        Retries::Patient => RetryConfig::default(),
+        Retries::Patient => RetryConfig {
+            backoff: BackoffConfig::default(),
+            max_retries: 4,
+            retry_timeout: Duration::from_secs(15),
+        },
         Retries::Quick => RetryConfig {
             backoff: BackoffConfig::default(),
             max_retries: 1,

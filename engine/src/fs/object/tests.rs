@@ -373,6 +373,39 @@ fn open_deletes_old_unreferenced_sst_objects_only() -> Result<()> {
     Ok(())
 }
 
+/// A flush cut short between its SST upload and its manifest version (here the writer was
+/// fenced in between, and dropped before its delayed delete ran, as a crash would) leaves an
+/// SST object that no version names. A writer's open deletes it once it is older than the
+/// grace period, and not before; the data every version names stays.
+#[test]
+fn the_sst_of_a_flush_that_never_reached_a_manifest_version_is_collected() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let (a, t) = writer_with_rows(&store, b"v")?;
+    let b = node(&store, false)?;
+    write_rows(&a.db, &t, 10..20, b"lost")?;
+    assert!(matches!(a.db.flush(), Err(Error::Fenced { .. })));
+    drop(a);
+    drop(b);
+    assert_eq!(objects(&store, "sst").len(), 2, "the orphan was uploaded");
+    drop(node(&store, false)?);
+    assert_eq!(
+        objects(&store, "sst").len(),
+        2,
+        "kept within the grace period"
+    );
+    let (dir, cache) = (tempdir()?, tempdir()?);
+    let mut o = storage(&store, cache.path(), 1 << 30);
+    o.orphan_grace = Duration::ZERO;
+    let db = Db::open(dir.path(), options(o))?;
+    assert_eq!(
+        objects(&store, "sst").len(),
+        1,
+        "collected past the grace period"
+    );
+    assert_rows(&db, &table(&db, "t")?, 10, b"v")?;
+    Ok(())
+}
+
 #[test]
 fn old_manifest_versions_are_deleted_keeping_the_newest() -> Result<()> {
     let store = Arc::new(InMemory::new());
