@@ -226,6 +226,7 @@ struct EngineGauges {
     store_manifest_version: IntGauge,
     store_epoch: IntGauge,
     store_fenced: IntGauge,
+    replica_manifest_version: IntGauge,
     replica_refreshes: IntGauge,
     replica_refresh_errors: IntGauge,
     replica_changes: IntGauge,
@@ -481,6 +482,11 @@ impl Metrics {
                 "strata_store_fenced",
                 "1 when a newer writer took over the object-store prefix and writes are refused.",
             )?,
+            replica_manifest_version: b.gauge(
+                "strata_store_replica_manifest_version",
+                "The manifest version a read replica serves (0 on a writer); compare with the \
+                 writer's strata_store_manifest_version for its lag.",
+            )?,
             replica_refreshes: b.gauge(
                 "strata_store_replica_refreshes",
                 "Refreshes of a read replica (--read-only) that read the manifest head.",
@@ -727,6 +733,10 @@ impl Metrics {
         g.store_fenced.set(i64::from(o.fenced));
         let replica = tsdb.replica_stats();
         let r = replica.unwrap_or_default();
+        g.replica_manifest_version.set(match replica {
+            Some(_) => gauge_value(o.manifest_version),
+            None => 0,
+        });
         g.replica_refreshes.set(gauge_value(r.refreshes));
         g.replica_refresh_errors.set(gauge_value(r.errors));
         g.replica_changes.set(gauge_value(r.changes));

@@ -421,11 +421,15 @@ fn a_read_replica_follows_the_writer_and_refuses_writes() -> anyhow::Result<()> 
     assert_eq!(gauge(r, "strata_store_replica_refresh_errors")?, 0.0);
     assert!(gauge(r, "strata_store_replica_refresh_age_seconds")? < 5.0);
     eventually("the replica on the writer's manifest version", || {
-        Ok(gauge(r, "strata_store_manifest_version")?
+        Ok(gauge(r, "strata_store_replica_manifest_version")?
             == gauge(&writer, "strata_store_manifest_version")?)
     })?;
     assert_eq!(gauge(r, "strata_store_epoch")?, 0.0);
     assert_eq!(gauge(&writer, "strata_store_replica_refreshes")?, 0.0);
+    assert_eq!(
+        gauge(&writer, "strata_store_replica_manifest_version")?,
+        0.0
+    );
 
     // Restarted on an empty data directory: a cold cache, the same answers.
     assert!(
