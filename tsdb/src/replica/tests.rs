@@ -80,14 +80,19 @@ fn want(host: &str, n: i64) -> HostPoints {
     (host.to_string(), points)
 }
 
+/// A writer with `n` points of `metric` on host `a`, flushed, and a replica of it.
+fn writer_and_replica(store: &Arc<InMemory>, metric: &str, n: i64) -> Result<(Node, Node)> {
+    let w = node(store, false)?;
+    put(&w.tsdb, metric, "a", n)?;
+    w.tsdb.flush()?;
+    let r = node(store, true)?;
+    Ok((w, r))
+}
+
 #[test]
 fn a_replica_follows_the_writers_flushes_with_new_names_and_series() -> Result<()> {
     let store = Arc::new(InMemory::new());
-    let w = node(&store, false)?;
-    put(&w.tsdb, "m.one", "a", 30)?;
-    w.tsdb.flush()?;
-
-    let r = node(&store, true)?;
+    let (w, r) = writer_and_replica(&store, "m.one", 30)?;
     let r = &r.tsdb;
     assert!(r.is_read_only() && !w.tsdb.is_read_only());
     assert_eq!(points(r, "m.one")?, vec![want("a", 30)]);
@@ -135,10 +140,7 @@ fn a_replica_follows_the_writers_flushes_with_new_names_and_series() -> Result<(
 #[test]
 fn a_replica_refuses_every_write() -> Result<()> {
     let store = Arc::new(InMemory::new());
-    let w = node(&store, false)?;
-    put(&w.tsdb, "m", "a", 3)?;
-    w.tsdb.flush()?;
-    let r = node(&store, true)?;
+    let (_w, r) = writer_and_replica(&store, "m", 3)?;
     let r = &r.tsdb;
     let read_only = |e: Error| {
         assert!(
@@ -261,5 +263,58 @@ fn refresh_cost_at_100k_series() -> Result<()> {
         w.tsdb.flush()?;
     }
     assert_eq!(r.tsdb.series_count(), 100_001);
+    Ok(())
+}
+
+/// Runs an object-store future to completion on this thread. The in-memory store never waits
+/// on I/O, so polling until ready finishes at once, with no runtime.
+fn block<T>(f: impl Future<Output = object_store::Result<T>>) -> Result<T> {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v.map_err(|e| Error::InvalidArgument(e.to_string()));
+        }
+    }
+}
+
+/// A refresh that cannot fetch the writer's new file fails and counts, the replica keeps
+/// serving what it had, and the next refresh catches up.
+#[test]
+fn a_failed_refresh_keeps_the_last_state_and_is_tried_again() -> Result<()> {
+    use object_store::path::Path as ObjectPath;
+    use object_store::{ObjectStore, ObjectStoreExt};
+    let store = Arc::new(InMemory::new());
+    let (w, r) = writer_and_replica(&store, "m", 3)?;
+    let r = &r.tsdb;
+    let ssts = || -> Result<Vec<ObjectPath>> {
+        let listed = block(store.list_with_delimiter(Some(&ObjectPath::from("db/sst"))))?;
+        Ok(listed.objects.into_iter().map(|o| o.location).collect())
+    };
+    let before = ssts()?;
+    put(&w.tsdb, "m", "b", 4)?;
+    w.tsdb.flush()?;
+    // One file per table the flush wrote to.
+    let new: Vec<ObjectPath> = ssts()?
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
+    assert!(!new.is_empty());
+    let mut saved = Vec::new();
+    for path in &new {
+        saved.push(block(async { store.get(path).await?.bytes().await })?);
+        block(store.delete(path))?;
+    }
+    assert!(r.refresh().is_err());
+    assert_eq!(points(r, "m")?, vec![want("a", 3)]);
+    let stats = r.replica_stats().ok_or(no_database_yet())?;
+    assert_eq!((stats.refreshes, stats.errors), (0, 1));
+    for (path, bytes) in new.iter().zip(saved) {
+        block(store.put(path, bytes.into()))?;
+    }
+    assert!(r.refresh()?);
+    assert_eq!(points(r, "m")?, vec![want("a", 3), want("b", 4)]);
+    let stats = r.replica_stats().ok_or(no_database_yet())?;
+    assert_eq!((stats.refreshes, stats.changes, stats.errors), (1, 1, 1));
     Ok(())
 }
