@@ -14,5 +14,6 @@ pub(crate) mod import;
 pub(crate) mod open;
 pub(crate) mod progress;
 pub(crate) mod query;
+pub(crate) mod replica;
 pub(crate) mod scan;
 pub(crate) mod uid;

@@ -109,6 +109,9 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
             let config = strata_server::Config::resolve(&args)?;
+            if config.read_replica_of().is_some() {
+                return cli::replica::serve(config);
+            }
             let (lock, tsdb) = match &config.store {
                 Some(store) if store.salt_range.is_some() => open_partitioned(&config, store)?,
                 Some(store) => {
@@ -122,12 +125,7 @@ fn main() -> anyhow::Result<()> {
                 .as_ref()
                 .map(|store| cli::flusher::Flusher::spawn(tsdb.clone(), store.flush_interval))
                 .transpose()?;
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(config.worker_threads)
-                .enable_all()
-                .build()?;
-            let result = runtime.block_on(strata_server::serve(config, tsdb));
-            drop(runtime);
+            let result = serve_until_stopped(config, tsdb);
             drop(flusher);
             drop(lock);
             result
@@ -145,18 +143,26 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-/// `serve --store`: checks the bucket with the start-up probe, then keeps the SSTs and the
-/// manifest there, with a disk cache in `data_dir/cache`. Read replicas are not wired yet.
+/// Serves `tsdb` on the server's runtime until a signal stops it.
+fn serve_until_stopped(
+    config: strata_server::Config,
+    tsdb: strata_tsdb::Tsdb,
+) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.worker_threads)
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(strata_server::serve(config, tsdb));
+    drop(runtime);
+    result
+}
+
+/// `serve --store`: checks the bucket with the start-up probe (a replica's reads only), then
+/// keeps the SSTs and the manifest there, with a disk cache in `data_dir/cache`.
 fn object_storage(
     store: &strata_server::store::StoreConfig,
     data_dir: &std::path::Path,
 ) -> anyhow::Result<strata_engine::Storage> {
-    anyhow::ensure!(
-        !store.read_only,
-        "read replicas (--read-only) of {} are not available in this build yet: run the \
-         replica without --read-only only if it is the one writer of the prefix",
-        store.location
-    );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

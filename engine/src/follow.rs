@@ -24,6 +24,14 @@ impl Inner {
         let Some(next) = self.fs.refresh_manifest()? else {
             return Ok(false);
         };
+        let applied = self.apply_manifest(next);
+        self.fs.manifest_applied(applied.is_ok());
+        applied.map(|()| true)
+    }
+
+    /// Swaps in the file set of `next`, a newer manifest version. On an error (a new file
+    /// that could not be fetched) nothing changed.
+    fn apply_manifest(&self, next: crate::manifest::Manifest) -> Result<()> {
         let mut manifest = self.manifest.lock();
         let current = self.state.read().clone();
         let open: HashMap<u64, Arc<SstReader>> = current
@@ -81,6 +89,6 @@ impl Inner {
             self.fs.forget(&sst_file_name(*id));
         }
         *manifest = next;
-        Ok(true)
+        Ok(())
     }
 }

@@ -134,10 +134,14 @@ pub(crate) trait FileSystem: Send + Sync + fmt::Debug {
         false
     }
 
-    /// A follower's newest manifest, if it is newer than the one it last returned.
+    /// A follower's newest manifest, if it is newer than the one it last applied.
     fn refresh_manifest(&self) -> Result<Option<Manifest>> {
         Ok(None)
     }
+
+    /// Tells a follower whether the manifest [`FileSystem::refresh_manifest`] last returned
+    /// was applied; if not (a file could not be fetched), the next refresh returns it again.
+    fn manifest_applied(&self, _applied: bool) {}
 
     /// Fetches files about to be opened, `(name, bytes)`, into a local cache ahead of time,
     /// several at once. Best effort: a failure shows when the file is opened.

@@ -405,6 +405,14 @@ pub struct TlsFiles {
 }
 
 impl Config {
+    /// The store this server is a read replica of (`--read-only`); `None` on a writer.
+    pub fn read_replica_of(&self) -> Option<&crate::store::StoreLocation> {
+        self.store
+            .as_ref()
+            .filter(|s| s.read_only)
+            .map(|s| &s.location)
+    }
+
     /// Resolves the storage settings of an offline command (`import`, `scan`, `compact`) the
     /// same way `serve` does; the other settings take their file values or defaults.
     pub fn resolve_storage(args: &StorageArgs) -> anyhow::Result<Config> {
@@ -954,6 +962,10 @@ mod tests {
             ..ServeArgs::default()
         };
         let c = Config::resolve(&args(None))?;
+        assert_eq!(
+            c.read_replica_of().map(ToString::to_string).as_deref(),
+            Some("file:///srv/bucket")
+        );
         let store = c.store.context("no store")?;
         assert_eq!(store.location.to_string(), "file:///srv/bucket");
         assert!(store.read_only);

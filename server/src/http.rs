@@ -318,6 +318,11 @@ fn with_cors_headers(mut resp: Resp, origin: &str, allow_headers: &str) -> Resp 
 /// its body.
 async fn serve_authorized(route: Route, mut req: Request<Incoming>, shared: &Shared) -> Resp {
     let mode = shared.config.mode;
+    if let Some(store) = shared.config.read_replica_of()
+        && access::replica_refuses(&route, req.method())
+    {
+        return access::not_on_replica(store);
+    }
     if !access::mode_allows(mode, &route, req.method()) {
         return access::not_in_mode(mode);
     }

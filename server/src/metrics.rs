@@ -228,6 +228,12 @@ struct EngineGauges {
     store_manifest_version: IntGauge,
     store_epoch: IntGauge,
     store_fenced: IntGauge,
+    replica_manifest_version: IntGauge,
+    replica_refreshes: IntGauge,
+    replica_refresh_errors: IntGauge,
+    replica_changes: IntGauge,
+    replica_refresh_age: Gauge,
+    replica_load_seconds: Gauge,
 }
 
 /// Gauges that mirror `TsdbStats` at scrape time.
@@ -486,6 +492,31 @@ impl Metrics {
                 "strata_store_fenced",
                 "1 when a newer writer took over the object-store prefix and writes are refused.",
             )?,
+            replica_manifest_version: b.gauge(
+                "strata_store_replica_manifest_version",
+                "The manifest version a read replica serves (0 on a writer); compare with the \
+                 writer's strata_store_manifest_version for its lag.",
+            )?,
+            replica_refreshes: b.gauge(
+                "strata_store_replica_refreshes",
+                "Refreshes of a read replica (--read-only) that read the manifest head.",
+            )?,
+            replica_refresh_errors: b.gauge(
+                "strata_store_replica_refresh_errors",
+                "Refreshes of a read replica that failed; it serves its last state meanwhile.",
+            )?,
+            replica_changes: b.gauge(
+                "strata_store_replica_changes",
+                "Refreshes of a read replica that found newly flushed or compacted files.",
+            )?,
+            replica_refresh_age: b.gauge_f(
+                "strata_store_replica_refresh_age_seconds",
+                "Seconds since a read replica's last successful refresh (0 on a writer).",
+            )?,
+            replica_load_seconds: b.gauge_f(
+                "strata_store_replica_load_seconds",
+                "How long a read replica's last load of the UID maps and series index took.",
+            )?,
         };
         let tsdb = TsdbGauges {
             points_written: b.gauge(
@@ -712,6 +743,20 @@ impl Metrics {
             .set(gauge_value(o.manifest_version));
         g.store_epoch.set(gauge_value(o.epoch));
         g.store_fenced.set(i64::from(o.fenced));
+        let replica = tsdb.replica_stats();
+        let r = replica.unwrap_or_default();
+        g.replica_manifest_version.set(match replica {
+            Some(_) => gauge_value(o.manifest_version),
+            None => 0,
+        });
+        g.replica_refreshes.set(gauge_value(r.refreshes));
+        g.replica_refresh_errors.set(gauge_value(r.errors));
+        g.replica_changes.set(gauge_value(r.changes));
+        let age_ms = replica.map_or(0, |r| {
+            tsdb.options().clock.now_ms().saturating_sub(r.last_ok_ms)
+        });
+        g.replica_refresh_age.set(age_ms as f64 / 1000.0);
+        g.replica_load_seconds.set(secs(r.last_load_micros));
 
         let s = tsdb.stats();
         let t = &self.tsdb;

@@ -62,17 +62,7 @@ pub async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()
         auth,
         tls,
     });
-    // Row compaction runs in the background, in small paced passes (compat exception 13).
-    let rowcompactor = tsdb
-        .spawn_rowcompactor(Duration::from_secs(10))
-        .context("starting the row compactor")?;
-    let expirer = match tsdb.retention().is_forever() {
-        true => None,
-        false => Some(
-            tsdb.spawn_expirer(EXPIRE_INTERVAL)
-                .context("starting the retention thread")?,
-        ),
-    };
+    let background = Background::start(&shared)?;
     let mut tasks = tokio::task::JoinSet::new();
     tokio::pin!(signal);
     loop {
@@ -128,11 +118,51 @@ pub async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()
         warn!("connections still open after 10 s; closing them");
     }
     drop(shared);
-    tokio::task::block_in_place(|| drop(rowcompactor));
-    tokio::task::block_in_place(|| drop(expirer));
+    tokio::task::block_in_place(|| drop(background));
     tokio::task::block_in_place(|| tsdb.sync()).context("syncing the WAL at shutdown")?;
     info!("stopped");
     Ok(())
+}
+
+/// The server's background threads; dropping them stops them. A writer compacts rows (compat
+/// exception 13) and applies retention; a read replica follows the writer's manifest, and
+/// the writer's compactions and expiry reach it that way.
+struct Background {
+    _rowcompactor: Option<strata_tsdb::RowCompactor>,
+    _expirer: Option<strata_tsdb::Expirer>,
+    _refresher: Option<strata_tsdb::Refresher>,
+}
+
+impl Background {
+    fn start(shared: &Shared) -> anyhow::Result<Background> {
+        let tsdb = &shared.tsdb;
+        if let Some(store) = shared.config.store.as_ref().filter(|s| s.read_only) {
+            let refresher = tsdb
+                .spawn_refresher(store.refresh)
+                .context("starting the replica's refresh thread")?;
+            return Ok(Background {
+                _rowcompactor: None,
+                _expirer: None,
+                _refresher: Some(refresher),
+            });
+        }
+        // Row compaction runs in small paced passes.
+        let rowcompactor = tsdb
+            .spawn_rowcompactor(Duration::from_secs(10))
+            .context("starting the row compactor")?;
+        let expirer = match tsdb.retention().is_forever() {
+            true => None,
+            false => Some(
+                tsdb.spawn_expirer(EXPIRE_INTERVAL)
+                    .context("starting the retention thread")?,
+            ),
+        };
+        Ok(Background {
+            _rowcompactor: Some(rowcompactor),
+            _expirer: expirer,
+            _refresher: None,
+        })
+    }
 }
 
 /// The warning for a server that any host may reach and that asks for no credentials.

@@ -426,10 +426,17 @@ impl Session {
                 Command::Unknown(tok) => self
                     .reply
                     .push_str(&strata_ingest::unknown_command_reply(tok)),
-                // Only reached in `ro` mode, where OpenTSDB registers no `put`.
-                Command::Put(_) => self
-                    .reply
-                    .push_str(&strata_ingest::unknown_command_reply(b"put")),
+                // Only reached in `ro` mode, where OpenTSDB registers no `put`; a read
+                // replica says why.
+                Command::Put(_) => match self.shared.config.read_replica_of() {
+                    Some(store) => self.reply.push_str(&format!(
+                        "put: this server is a read replica of {store} and refuses writes; \
+                         send them to the writer\n"
+                    )),
+                    None => self
+                        .reply
+                        .push_str(&strata_ingest::unknown_command_reply(b"put")),
+                },
             }
         }
         self.store_puts(&mut puts);

@@ -31,6 +31,24 @@ fn open_tsdb_with(
     setup: impl FnOnce(&mut strata_tsdb::TsdbOptions),
 ) -> anyhow::Result<strata_tsdb::Tsdb> {
     let started = std::time::Instant::now();
+    let mut opts = tsdb_options(config, storage)?;
+    setup(&mut opts);
+    let tsdb = strata_tsdb::Tsdb::open(&config.data_dir, opts)
+        .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
+    tracing::info!(
+        data_dir = %config.data_dir.display(),
+        series = tsdb.series_count(),
+        recovery_ms = started.elapsed().as_millis() as u64,
+        "database open"
+    );
+    Ok(tsdb)
+}
+
+/// The database options `config` sets, with the SSTs and manifest in `storage`.
+pub(crate) fn tsdb_options(
+    config: &Config,
+    storage: strata_engine::Storage,
+) -> anyhow::Result<strata_tsdb::TsdbOptions> {
     let mut opts = strata_tsdb::TsdbOptions::default();
     opts.db.storage = storage;
     opts.db.sync = config.fsync.parse()?;
@@ -50,16 +68,7 @@ fn open_tsdb_with(
     opts.auto_create_tagks = config.auto_create_tagks;
     opts.auto_create_tagvs = config.auto_create_tagvs;
     opts.retention = config.retention.clone();
-    setup(&mut opts);
-    let tsdb = strata_tsdb::Tsdb::open(&config.data_dir, opts)
-        .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
-    tracing::info!(
-        data_dir = %config.data_dir.display(),
-        series = tsdb.series_count(),
-        recovery_ms = started.elapsed().as_millis() as u64,
-        "database open"
-    );
-    Ok(tsdb)
+    Ok(opts)
 }
 
 /// Like [`open_locked`], for commands that only make sense on an existing database (`scan`,

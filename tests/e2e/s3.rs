@@ -178,10 +178,15 @@ pub(crate) fn gauge(server: &Server, name: &str) -> anyhow::Result<f64> {
 
 /// Writes `n` points of `metric` with `sync`, which answers once they are in the bucket.
 pub(crate) fn put_and_flush(server: &Server, metric: &str, n: i64) -> anyhow::Result<()> {
+    put_host_and_flush(server, metric, "a", n)
+}
+
+/// [`put_and_flush`] of the series on `host`: point i is `(1700000000 + 10 i, i * 1000000007)`.
+fn put_host_and_flush(server: &Server, metric: &str, host: &str, n: i64) -> anyhow::Result<()> {
     let points: Vec<serde_json::Value> = (0..n)
         .map(|i| {
             serde_json::json!({"metric": metric, "timestamp": 1_700_000_000 + i * 10,
-                               "value": i * 1_000_000_007, "tags": {"host": "a"}})
+                               "value": i * 1_000_000_007, "tags": {"host": host}})
         })
         .collect();
     let body = serde_json::Value::from(points).to_string();
@@ -196,9 +201,14 @@ pub(crate) fn put_and_flush(server: &Server, metric: &str, n: i64) -> anyhow::Re
 
 /// Every point of `metric` as `(seconds, value)`.
 fn points_of(server: &Server, metric: &str) -> anyhow::Result<Vec<(i64, i64)>> {
+    points_on(server, metric, "a")
+}
+
+/// Every point of `metric` on `host` as `(seconds, value)`.
+fn points_on(server: &Server, metric: &str, host: &str) -> anyhow::Result<Vec<(i64, i64)>> {
     let series = server.query_raw(
         metric,
-        &[("host", "a")],
+        &[("host", host)],
         1_699_999_000_000,
         1_800_000_000_000,
     )?;
@@ -263,23 +273,175 @@ fn a_new_writer_fences_the_old_one() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[test]
-fn a_read_replica_is_refused_until_it_is_wired() -> anyhow::Result<()> {
-    let seaweed = Seaweed::start()?;
-    let dir = tempfile::tempdir()?;
-    let store = format!("s3://{BUCKET}/replica");
-    let out = serve_and_exit(
-        dir.path(),
+/// The points [`put_host_and_flush`] writes.
+fn written(n: i64) -> Vec<(i64, i64)> {
+    (0..n)
+        .map(|i| (1_700_000_000 + i * 10, i * 1_000_000_007))
+        .collect()
+}
+
+/// A read replica of `store` with its data directory (only its disk cache) in `dir`,
+/// refreshing every 200 ms: started as a script would start one.
+fn replica(seaweed: &Seaweed, store: &str, dir: &std::path::Path) -> anyhow::Result<Server> {
+    Server::start_with_env(
+        dir,
         &[
             "--store",
-            &store,
+            store,
             "--s3-endpoint",
             &seaweed.endpoint,
             "--read-only",
+            "--refresh-ms",
+            "200",
         ],
+        &seaweed.aws_env(),
+    )
+}
+
+/// Polls `check` on the replica until it holds, for up to 10 s; returns how long it took.
+fn eventually(
+    what: &str,
+    mut check: impl FnMut() -> anyhow::Result<bool>,
+) -> anyhow::Result<std::time::Duration> {
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(10) {
+        if check()? {
+            return Ok(started.elapsed());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    anyhow::bail!("{what}: not within 10 s")
+}
+
+/// The JSON answer of a GET, which must be a 200.
+fn get_json(server: &Server, path: &str) -> anyhow::Result<serde_json::Value> {
+    let (status, reply) = server.http("GET", path, b"")?;
+    anyhow::ensure!(status == 200, "{path}: {status} {reply}");
+    Ok(serde_json::from_str(&reply)?)
+}
+
+/// What a replica answers that a query client sees: the points of both series, suggest and
+/// lookup.
+fn replica_answers(server: &Server) -> anyhow::Result<()> {
+    assert_eq!(points_on(server, "s3.replica", "a")?, written(100));
+    assert_eq!(points_on(server, "s3.replica", "b")?, written(7));
+    assert_eq!(points_on(server, "s3.replica.new", "a")?, written(3));
+    let metrics = get_json(server, "/api/suggest?type=metrics&q=s3.replica")?;
+    assert_eq!(metrics, serde_json::json!(["s3.replica", "s3.replica.new"]));
+    let hosts = get_json(server, "/api/suggest?type=tagv&q=")?;
+    assert_eq!(hosts, serde_json::json!(["a", "b"]));
+    let lookup = get_json(server, "/api/search/lookup?m=s3.replica%7Bhost=*%7D")?;
+    assert_eq!(lookup["totalResults"], 2, "{lookup}");
+    Ok(())
+}
+
+#[test]
+fn a_read_replica_follows_the_writer_and_refuses_writes() -> anyhow::Result<()> {
+    let seaweed = Seaweed::start()?;
+    let store = format!("s3://{BUCKET}/replica");
+    let (w_dir, r_dir) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let writer = store_writer(&seaweed, &store, w_dir.path())?;
+    put_and_flush(&writer, "s3.replica", 100)?;
+    let replica_server = replica(&seaweed, &store, r_dir.path())?;
+    let r = &replica_server;
+    assert_eq!(points_on(r, "s3.replica", "a")?, written(100));
+
+    // A new series, a new tag value and a new metric, flushed by the writer.
+    put_host_and_flush(&writer, "s3.replica", "b", 7)?;
+    let points: Vec<serde_json::Value> = written(3)
+        .into_iter()
+        .map(|(t, v)| {
+            serde_json::json!({"metric": "s3.replica.new", "timestamp": t, "value": v,
+                               "tags": {"host": "a"}})
+        })
+        .collect();
+    let body = serde_json::Value::from(points).to_string();
+    let (status, reply) = writer.http("POST", "/api/put?sync", body.as_bytes())?;
+    assert_eq!(status, 204, "{reply}");
+    // The writer flushes within 200 ms, and the replica refreshes every 200 ms.
+    // Until then the metric is unknown there: a 400.
+    let took = eventually("the new series on the replica", || {
+        Ok(points_on(r, "s3.replica.new", "a").is_ok_and(|p| p == written(3)))
+    })?;
+    eprintln!("acknowledged points were on the replica {took:?} after the put");
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    replica_answers(r)?;
+    // A PromQL query and the graph page.
+    let (status, reply) = r.http(
+        "GET",
+        "/api/v1/query?query=count(%7B__name__=%22s3.replica%22%7D)&time=1700000060",
+        b"",
     )?;
-    let err = failure(&out);
-    assert!(err.contains("read replicas (--read-only)"), "{err}");
+    assert!(status == 200 && reply.contains("\"2\""), "{status} {reply}");
+    assert_eq!(r.http("GET", "/", b"")?.0, 200);
+
+    // Every way of writing is refused, naming the replica.
+    let put = r#"{"metric":"s3.replica","timestamp":1700009999,"value":1,"tags":{"host":"a"}}"#;
+    for (method, path, body) in [
+        ("POST", "/api/put", put),
+        ("POST", "/api/put?sync", put),
+        ("POST", "/api/v1/write", ""),
+        ("POST", "/write?db=x", "m,host=a v=1 1700000000000000000"),
+        (
+            "POST",
+            "/api/annotation",
+            r#"{"startTime":1700000000,"description":"d"}"#,
+        ),
+        ("GET", "/api/uid/assign?metric=s3.other", ""),
+        (
+            "POST",
+            "/api/uid/rename",
+            r#"{"metric":"s3.replica","name":"x"}"#,
+        ),
+        ("DELETE", "/api/query?start=1h-ago&m=sum:s3.replica", ""),
+        ("POST", "/api/admin/compact", ""),
+    ] {
+        let (status, reply) = r.http(method, path, body.as_bytes())?;
+        assert_eq!(status, 403, "{method} {path}: {reply}");
+        assert!(
+            reply.contains("read replica of s3://strata/replica"),
+            "{method} {path}: {reply}"
+        );
+    }
+    let mut telnet = r.connect()?;
+    std::io::Write::write_all(&mut telnet, b"put s3.replica 1700009999 1 host=a\n")?;
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(&mut telnet), &mut line)?;
+    assert!(
+        line.starts_with("put: this server is a read replica of s3://strata/replica"),
+        "{line}"
+    );
+    assert_eq!(points_on(&writer, "s3.replica", "a")?, written(100));
+    assert_eq!(points_on(r, "s3.replica", "a")?, written(100));
+
+    assert!(gauge(r, "strata_store_replica_refreshes")? >= 1.0);
+    assert!(gauge(r, "strata_store_replica_changes")? >= 1.0);
+    assert_eq!(gauge(r, "strata_store_replica_refresh_errors")?, 0.0);
+    assert!(gauge(r, "strata_store_replica_refresh_age_seconds")? < 5.0);
+    eventually("the replica on the writer's manifest version", || {
+        Ok(gauge(r, "strata_store_replica_manifest_version")?
+            == gauge(&writer, "strata_store_manifest_version")?)
+    })?;
+    assert_eq!(gauge(r, "strata_store_epoch")?, 0.0);
+    assert_eq!(gauge(&writer, "strata_store_replica_refreshes")?, 0.0);
+    assert_eq!(
+        gauge(&writer, "strata_store_replica_manifest_version")?,
+        0.0
+    );
+
+    // Restarted on an empty data directory: a cold cache, the same answers.
+    assert!(
+        replica_server.stop()?.success(),
+        "the replica stops cleanly"
+    );
+    let cold_dir = tempfile::tempdir()?;
+    let cold = replica(&seaweed, &store, cold_dir.path())?;
+    replica_answers(&cold)?;
+    assert!(gauge(&cold, "strata_store_cache_misses")? >= 1.0);
+    let files: Vec<String> = std::fs::read_dir(cold_dir.path())?
+        .map(|e| Ok(e?.file_name().to_string_lossy().into_owned()))
+        .collect::<anyhow::Result<_>>()?;
+    eprintln!("a replica's data directory holds {files:?}");
     Ok(())
 }
 

@@ -22,6 +22,7 @@ use crate::fold::RowFold;
 use crate::meta;
 use crate::point::PointRef;
 use crate::policy::{BatchFloors, Policy};
+use crate::replica::Replica;
 use crate::retention::{Retention, format_retention};
 use crate::rowkey::{ROW_SPAN_SECS, Tsuid, base_time_of, encode_rowkey_into, salt_of};
 use crate::series_cache::{CachedSeries, SeriesCache, raw_key};
@@ -182,6 +183,8 @@ struct Inner {
     buckets: u8,
     opts: TsdbOptions,
     stats: Stats,
+    /// Set on a read replica (`Tsdb::open_read_only`): its refresh state.
+    replica: Option<Replica>,
 }
 
 /// A validated point, ready to commit. `R` is how it holds its series: an `Arc` from the series
@@ -231,7 +234,12 @@ const SUPPORTED_UID_WIDTH: u8 = crate::uid::UID_LEN as u8;
 /// The stored salt bucket count, or on a new database `wanted` (default 20), stored. A
 /// `wanted` count that differs from the stored one is an error, not ignored: the operator
 /// asked for a layout the directory does not have.
-fn fixed_salt_buckets(db: &Db, meta_t: &strata_engine::Table, wanted: Option<u8>) -> Result<u8> {
+fn fixed_salt_buckets(
+    db: &Db,
+    meta_t: &strata_engine::Table,
+    wanted: Option<u8>,
+    replica: bool,
+) -> Result<u8> {
     match db.get(meta_t, meta::CONFIG_ROW, meta::SALT_BUCKETS_COLUMN)? {
         Some(v) => match v[..] {
             [b] if b > 0 => match wanted {
@@ -248,6 +256,7 @@ fn fixed_salt_buckets(db: &Db, meta_t: &strata_engine::Table, wanted: Option<u8>
                 "bad salt bucket count",
             )),
         },
+        None if replica => Err(crate::replica::no_database_yet()),
         None => {
             let b = wanted.unwrap_or(DEFAULT_SALT_BUCKETS);
             if b == 0 || b == u8::MAX {
@@ -265,7 +274,12 @@ fn fixed_salt_buckets(db: &Db, meta_t: &strata_engine::Table, wanted: Option<u8>
 
 /// Checks the wanted UID widths against the stored ones, storing them on a new database (or
 /// one made before widths were stored, whose rowkeys are all 3-byte).
-fn fixed_uid_widths(db: &Db, meta_t: &strata_engine::Table, wanted: [Option<u8>; 3]) -> Result<()> {
+fn fixed_uid_widths(
+    db: &Db,
+    meta_t: &strata_engine::Table,
+    wanted: [Option<u8>; 3],
+    replica: bool,
+) -> Result<()> {
     let names = ["metric", "tagk", "tagv"];
     let stored = match db.get(meta_t, meta::CONFIG_ROW, meta::UID_WIDTHS_COLUMN)? {
         Some(v) => match v[..] {
@@ -304,7 +318,8 @@ fn fixed_uid_widths(db: &Db, meta_t: &strata_engine::Table, wanted: [Option<u8>;
              {SUPPORTED_UID_WIDTH}-byte UIDs"
         )));
     }
-    if stored.is_none() {
+    // A replica takes the writer's word: a directory without stored widths has 3-byte UIDs.
+    if stored.is_none() && !replica {
         let mut batch = WriteBatch::new();
         batch.put(meta_t, meta::CONFIG_ROW, meta::UID_WIDTHS_COLUMN, &have);
         db.write_sync(&batch)?;
@@ -315,9 +330,13 @@ fn fixed_uid_widths(db: &Db, meta_t: &strata_engine::Table, wanted: [Option<u8>;
 impl Tsdb {
     /// Opens (creating if needed) the database in `dir`, and rebuilds the series index.
     pub fn open(dir: impl AsRef<Path>, opts: TsdbOptions) -> Result<Tsdb> {
-        let mut db_opts = opts.db.clone();
-        db_opts.clock = opts.clock.clone();
-        let db = Db::open(dir, db_opts)?;
+        let db = Db::open(dir, engine_options(&opts))?;
+        Tsdb::on_db(db, opts, None)
+    }
+
+    /// The tsdb over `db`: its tables, the fixed settings, the UID maps and the series index.
+    /// A `replica` (over a read-only follower) creates and writes nothing.
+    pub(crate) fn on_db(db: Db, opts: TsdbOptions, replica: Option<Replica>) -> Result<Tsdb> {
         let mut data_opts = opts.data_table.clone();
         // Set even when nothing expires, so files record their rows' times and retention set
         // later can drop them whole.
@@ -335,8 +354,8 @@ impl Tsdb {
         };
         let uid = db.open_table(UID_TABLE, index_opts.clone())?;
         let meta_t = db.open_table(META_TABLE, index_opts)?;
-        let buckets = fixed_salt_buckets(&db, &meta_t, opts.salt_buckets)?;
-        fixed_uid_widths(&db, &meta_t, opts.uid_widths)?;
+        let buckets = fixed_salt_buckets(&db, &meta_t, opts.salt_buckets, replica.is_some())?;
+        fixed_uid_widths(&db, &meta_t, opts.uid_widths, replica.is_some())?;
         if let Some((lo, hi)) = opts.owned_salts
             && (lo > hi || hi >= buckets)
         {
@@ -359,6 +378,7 @@ impl Tsdb {
             tagks = uids.count(UidKind::Tagk),
             tagvs = uids.count(UidKind::Tagv),
             buckets,
+            replica = replica.is_some(),
             "tsdb opened"
         );
         Ok(Tsdb {
@@ -378,6 +398,7 @@ impl Tsdb {
                 buckets,
                 opts,
                 stats: Stats::default(),
+                replica,
             }),
         })
     }
@@ -400,6 +421,7 @@ impl Tsdb {
         metric: &str,
         tags: &[(S, S)],
     ) -> Result<SeriesHandle> {
+        self.check_writable()?;
         // Read before resolving: a rename in between leaves the handle already stale.
         let epoch = self.series_epoch();
         let mut key = Vec::with_capacity(128);
@@ -428,6 +450,9 @@ impl Tsdb {
     /// become visible shortly after it returns, in order with every other write, and
     /// [`Tsdb::settle`] waits for them. The caller meanwhile goes on with its next batch.
     pub fn write_series(&self, points: &[SeriesPoint<'_>]) -> Vec<Result<()>> {
+        if self.inner.replica.is_some() {
+            return points.iter().map(|_| self.check_writable()).collect();
+        }
         let mut floors = BatchFloors::new(&self.inner.policy);
         let prepared = points.iter().map(move |p| {
             let series = &*p.series.series;
@@ -464,6 +489,9 @@ impl Tsdb {
         points: &[PointRef<'_, S>],
         sync: bool,
     ) -> Vec<Result<()>> {
+        if self.inner.replica.is_some() {
+            return points.iter().map(|_| self.check_writable()).collect();
+        }
         let how = if sync { Commit::Sync } else { Commit::Wait };
         self.commit(self.prepare_all(points).into_iter(), how)
     }
@@ -768,6 +796,7 @@ impl Tsdb {
     /// Assigns a UID to `name` after checking it (`/api/uid/assign`). Fails with
     /// [`Error::NameExists`] if it already has one.
     pub fn assign_uid(&self, kind: UidKind, name: &str) -> Result<Uid> {
+        self.check_writable()?;
         let what = match kind {
             UidKind::Metric => "metric",
             UidKind::Tagk => "tagk",
@@ -789,6 +818,7 @@ impl Tsdb {
 
     /// Renames a UID's name.
     pub fn rename_uid(&self, kind: UidKind, old: &str, new: &str) -> Result<()> {
+        self.check_writable()?;
         self.inner
             .opts
             .name_rules
@@ -956,6 +986,11 @@ impl Tsdb {
         &self.inner.uids
     }
 
+    /// The refresh state of a read replica; `None` on a writer.
+    pub(crate) fn replica(&self) -> Option<&Replica> {
+        self.inner.replica.as_ref()
+    }
+
     /// The live counters.
     pub(crate) fn counters(&self) -> &Stats {
         &self.inner.stats
@@ -986,6 +1021,13 @@ impl Tsdb {
             block_cache_bytes: self.inner.opts.db.block_cache_bytes as u64,
         }
     }
+}
+
+/// The engine options of `opts`, with the tsdb's clock.
+pub(crate) fn engine_options(opts: &TsdbOptions) -> DbOptions {
+    let mut db_opts = opts.db.clone();
+    db_opts.clock = opts.clock.clone();
+    db_opts
 }
 
 /// A point's value encoded for its cell, or OpenTSDB's error for a value it cannot store.

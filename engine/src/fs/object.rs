@@ -1145,8 +1145,17 @@ impl FileSystem for ObjectFs {
             return Ok(None);
         }
         head.version = record.version;
-        self.seen_version.store(record.version, Ordering::Relaxed);
         Ok(Some(record.manifest))
+    }
+
+    fn manifest_applied(&self, applied: bool) {
+        let mut head = self.head.lock();
+        if applied {
+            self.seen_version.store(head.version, Ordering::Relaxed);
+        } else {
+            // `seen_version` is the version applied last.
+            head.version = self.seen_version.load(Ordering::Relaxed);
+        }
     }
 
     fn prefetch(&self, files: &[(String, u64)]) {

@@ -16,6 +16,7 @@ use super::{INFLUX_V2_WRITE, Route};
 use crate::auth::{AuthError, Identity, Role};
 use crate::config::Mode;
 use crate::resp::{Resp, error};
+use crate::store::StoreLocation;
 
 /// The role a request to `route` with `method` needs.
 pub(super) fn required_role(route: &Route, method: &Method) -> Role {
@@ -93,6 +94,26 @@ pub(super) fn not_in_mode(mode: Mode) -> Resp {
     )
 }
 
+/// Whether a read replica refuses a request: what mode `ro` does not serve, and the
+/// maintenance endpoints that write (a compaction, a backup, which flushes first). Its data
+/// changes only through the writer.
+pub(super) fn replica_refuses(route: &Route, method: &Method) -> bool {
+    !mode_allows(Mode::ReadOnly, route, method)
+        || matches!(route, Route::Api(ep) if ep == "admin/compact" || ep == "admin/backup")
+}
+
+/// The answer to a write sent to a read replica of `store`: a 403 naming the replica.
+pub(super) fn not_on_replica(store: &StoreLocation) -> Resp {
+    error(
+        StatusCode::FORBIDDEN,
+        "Read-only replica",
+        &format!(
+            "this server is a read replica of {store}: it serves queries and refuses writes; \
+             send writes to the writer of {store}"
+        ),
+    )
+}
+
 /// The answer to a refused request: OpenTSDB's error JSON with the status of `err`, and for
 /// a 401 the schemes a client may answer with.
 pub(super) fn refused(err: &AuthError) -> Resp {
@@ -151,6 +172,36 @@ pub(crate) fn needs_admin_to_delete(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replica_refuses_what_mode_ro_does_and_the_writing_admin_endpoints() {
+        let api = |ep: &str| Route::Api(ep.into());
+        let (get, post) = (Method::GET, Method::POST);
+        for (route, method) in [
+            (api("put"), &post),
+            (api("write"), &post),
+            (Route::Other(INFLUX_V2_WRITE.into()), &post),
+            (api("annotation"), &post),
+            (api("uid/assign"), &get),
+            (api("query"), &Method::DELETE),
+            (api("admin/compact"), &post),
+            (api("admin/backup"), &post),
+        ] {
+            assert!(replica_refuses(&route, method), "{route:?} {method}");
+        }
+        for (route, method) in [
+            (api("query"), &post),
+            (api("query/last"), &get),
+            (api("suggest"), &get),
+            (api("search/lookup"), &get),
+            (api("dropcaches"), &get),
+            (api("stats"), &get),
+            (Route::Other("metrics".into()), &get),
+            (Route::Other(String::new()), &get),
+        ] {
+            assert!(!replica_refuses(&route, method), "{route:?} {method}");
+        }
+    }
 
     #[test]
     fn modes_serve_what_opentsdb_registers_in_them() {

@@ -296,16 +296,20 @@ fn a_fenced_flush_fails_and_leaves_the_newer_writers_files() -> Result<()> {
     Ok(())
 }
 
+/// A writer with rows 0..10 of "one" in table `t`, and a follower of it with that table.
+fn writer_and_follower(store: &Arc<InMemory>) -> Result<(Node, Table, Node, Table)> {
+    let (w, tw) = writer_with_rows(store, b"one")?;
+    let f = node(store, true)?;
+    let tf = table(&f.db, "t")?;
+    assert_rows(&f.db, &tf, 10, b"one")?;
+    Ok((w, tw, f, tf))
+}
+
 #[test]
 fn a_follower_sees_new_flushes_after_refresh_and_refuses_writes() -> Result<()> {
     let store = Arc::new(InMemory::new());
-    let (w, tw) = writer_with_rows(&store, b"one")?;
-    let w = &w.db;
-
-    let f = node(&store, true)?;
-    let f = &f.db;
-    let tf = table(f, "t")?;
-    assert_rows(f, &tf, 10, b"one")?;
+    let (w, tw, f, tf) = writer_and_follower(&store)?;
+    let (w, f) = (&w.db, &f.db);
     assert!(!f.refresh()?, "nothing new");
 
     write_rows(w, &tw, 0..20, b"two")?;
@@ -334,6 +338,37 @@ fn a_follower_sees_new_flushes_after_refresh_and_refuses_writes() -> Result<()> 
     ));
     assert_eq!(f.stats().object.epoch, 0);
     assert!(Db::open_read_only(tempdir()?.path(), DbOptions::default()).is_err());
+    Ok(())
+}
+
+/// A refresh that cannot fetch a new file changes nothing, and the next one takes that version
+/// again.
+#[test]
+fn a_follower_refresh_that_fails_is_tried_again() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let (w, tw, f, tf) = writer_and_follower(&store)?;
+    let (w, f) = (&w.db, &f.db);
+    let before = objects(&store, "sst");
+    write_rows(w, &tw, 0..20, b"two")?;
+    w.flush()?;
+    let new: Vec<String> = objects(&store, "sst")
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    assert_eq!(new.len(), 1, "{new:?}");
+    let key = ObjectPath::from(format!("db/one/sst/{}", new[0]));
+    let bytes = block(async { store.get(&key).await?.bytes().await })
+        .map_err(|e| Error::io("get", std::io::Error::other(e)))?;
+    block(store.delete(&key)).map_err(|e| Error::io("delete", std::io::Error::other(e)))?;
+    let version = f.stats().object.manifest_version;
+    assert!(f.refresh().is_err());
+    assert_eq!(f.stats().object.manifest_version, version);
+    assert_rows(f, &tf, 10, b"one")?;
+    block(store.put(&key, PutPayload::from(bytes)))
+        .map_err(|e| Error::io("put", std::io::Error::other(e)))?;
+    assert!(f.refresh()?);
+    assert!(f.stats().object.manifest_version > version);
+    assert_rows(f, &tf, 20, b"two")?;
     Ok(())
 }
 
