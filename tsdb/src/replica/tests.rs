@@ -202,12 +202,15 @@ fn a_replica_of_an_empty_prefix_says_no_database_yet() -> Result<()> {
     let e = node(&store, true).err().ok_or(no_database_yet())?;
     assert!(is_no_database_yet(&e), "{e:?}");
     assert!(e.to_string().contains("no database yet"), "{e}");
-    // A writer that opened but never flushed has written only its epoch's manifest.
+    // A new database's settings row is a synced write, which over an object store is in the
+    // bucket when the writer's open returns: a replica then opens an empty database.
     let w = node(&store, false)?;
-    let e = node(&store, true).err().ok_or(no_database_yet())?;
-    assert!(is_no_database_yet(&e), "{e:?}");
+    let r = node(&store, true)?;
+    assert_eq!(r.tsdb.series_count(), 0);
     put(&w.tsdb, "m", "a", 1)?;
     w.tsdb.flush()?;
+    assert!(r.tsdb.refresh()?);
+    assert_eq!(points(&r.tsdb, "m")?, vec![want("a", 1)]);
     assert_eq!(points(&node(&store, true)?.tsdb, "m")?, vec![want("a", 1)]);
     Ok(())
 }
