@@ -21,11 +21,20 @@ pub(crate) fn serve(config: Config) -> anyhow::Result<()> {
     let storage = crate::object_storage(&store, &config.data_dir)?;
     // The replica's own directory: a writer elsewhere holds its own lock.
     let lock = DirLock::acquire(&config.data_dir)?;
+    let trees = partitioned_trees(&config, &store)?;
     let opts = super::open::tsdb_options(&config, storage)?;
     let started = Instant::now();
     let mut logged: Option<Instant> = None;
     let tsdb = loop {
-        match strata_tsdb::Tsdb::open_read_only(&config.data_dir, opts.clone()) {
+        let opened = match &trees {
+            Some(source) => strata_tsdb::Tsdb::open_read_only_trees(
+                &config.data_dir,
+                opts.clone(),
+                source.clone(),
+            ),
+            None => strata_tsdb::Tsdb::open_read_only(&config.data_dir, opts.clone()),
+        };
+        match opened {
             Ok(tsdb) => break tsdb,
             Err(e) if strata_tsdb::is_no_database_yet(&e) => {
                 if logged.is_none_or(|t| t.elapsed() >= WAITING_LOG_EVERY) {
@@ -47,6 +56,7 @@ pub(crate) fn serve(config: Config) -> anyhow::Result<()> {
         store = %store.location,
         data_dir = %config.data_dir.display(),
         series = tsdb.series_count(),
+        partitioned = trees.is_some(),
         open_ms = started.elapsed().as_millis() as u64,
         refresh_ms = store.refresh.as_millis() as u64,
         "read replica open"
@@ -54,4 +64,29 @@ pub(crate) fn serve(config: Config) -> anyhow::Result<()> {
     let result = crate::serve_until_stopped(config, tsdb);
     drop(lock);
     result
+}
+
+/// The trees of the prefix's partitioned writers when it has any (`<prefix>/salt/count`
+/// exists): the replica then reads all of them, not the prefix as one tree.
+fn partitioned_trees(
+    config: &Config,
+    store: &strata_server::store::StoreConfig,
+) -> anyhow::Result<Option<std::sync::Arc<dyn strata_tsdb::TreeSource>>> {
+    use strata_server::store::partition;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (bucket, _report) = runtime.block_on(strata_server::store::open_store(store))?;
+    let prefix = store.location.prefix();
+    let owners = runtime.block_on(partition::salt_owners(&*bucket, prefix))?;
+    drop(runtime);
+    if owners.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(std::sync::Arc::new(partition::BucketTrees::new(
+        bucket,
+        prefix,
+        config.data_dir.join("cache"),
+        store.cache_disk_mb << 20,
+    )?)))
 }

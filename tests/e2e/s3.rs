@@ -282,7 +282,11 @@ fn written(n: i64) -> Vec<(i64, i64)> {
 
 /// A read replica of `store` with its data directory (only its disk cache) in `dir`,
 /// refreshing every 200 ms: started as a script would start one.
-fn replica(seaweed: &Seaweed, store: &str, dir: &std::path::Path) -> anyhow::Result<Server> {
+pub(crate) fn replica(
+    seaweed: &Seaweed,
+    store: &str,
+    dir: &std::path::Path,
+) -> anyhow::Result<Server> {
     Server::start_with_env(
         dir,
         &[
@@ -299,7 +303,7 @@ fn replica(seaweed: &Seaweed, store: &str, dir: &std::path::Path) -> anyhow::Res
 }
 
 /// Polls `check` on the replica until it holds, for up to 10 s; returns how long it took.
-fn eventually(
+pub(crate) fn eventually(
     what: &str,
     mut check: impl FnMut() -> anyhow::Result<bool>,
 ) -> anyhow::Result<std::time::Duration> {
@@ -314,7 +318,7 @@ fn eventually(
 }
 
 /// The JSON answer of a GET, which must be a 200.
-fn get_json(server: &Server, path: &str) -> anyhow::Result<serde_json::Value> {
+pub(crate) fn get_json(server: &Server, path: &str) -> anyhow::Result<serde_json::Value> {
     let (status, reply) = server.http("GET", path, b"")?;
     anyhow::ensure!(status == 200, "{path}: {status} {reply}");
     Ok(serde_json::from_str(&reply)?)

@@ -1,6 +1,7 @@
 //! Partitioned ingest against a real S3 server (SeaweedFS): two writers owning disjoint salt
 //! buckets of one prefix share UIDs through the bucket, each refuses the other's points, and a
-//! third writer whose buckets overlap theirs is refused at start.
+//! third writer whose buckets overlap theirs is refused at start; a read replica on the
+//! prefix answers over every writer's tree.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::Command;
@@ -12,11 +13,21 @@ use crate::seaweed::{BUCKET, Seaweed};
 
 /// A writer of salt buckets `range` of `s3://strata/parts`, flushing every 200 ms.
 fn part_writer(seaweed: &Seaweed, range: &str, dir: &std::path::Path) -> anyhow::Result<Server> {
+    part_writer_on(seaweed, "parts", range, dir)
+}
+
+/// [`part_writer`] on `s3://strata/<prefix>`.
+fn part_writer_on(
+    seaweed: &Seaweed,
+    prefix: &str,
+    range: &str,
+    dir: &std::path::Path,
+) -> anyhow::Result<Server> {
     Server::start_with_env(
         dir,
         &[
             "--store",
-            &format!("s3://{BUCKET}/parts"),
+            &format!("s3://{BUCKET}/{prefix}"),
             "--s3-endpoint",
             &seaweed.endpoint,
             "--store-flush-interval-ms",
@@ -166,5 +177,125 @@ fn two_writers_on_disjoint_salt_buckets_share_uids_and_refuse_other_buckets() ->
         a.query_raw("parts.cpu", &[], 0, 2_000_000_000_000)?.len() as u64,
         ok_a
     );
+    Ok(())
+}
+
+/// Point `(T + 10 k, value(i, k))` of host `h<i>` of `metric`, for hosts `0..20`.
+fn host_points(metric: &str, k: i64, value: impl Fn(i64) -> i64) -> Vec<serde_json::Value> {
+    (0..20_i64)
+        .map(|i| {
+            serde_json::json!({"metric": metric, "timestamp": 1_700_000_000 + 10 * k,
+                               "value": value(i), "tags": {"host": format!("h{i}")}})
+        })
+        .collect()
+}
+
+/// The points of `m` (`sum:rd.cpu`, ...) as `(seconds, value)`.
+fn aggregated(server: &Server, m: &str) -> anyhow::Result<Vec<Vec<(i64, i64)>>> {
+    let reply = crate::s3::get_json(server, &format!("/api/query?start=1699999000&m={m}"))?;
+    let mut out = Vec::new();
+    for series in reply.as_array().context("not an array")? {
+        let mut points = Vec::new();
+        for (k, v) in series["dps"].as_object().context("no dps")? {
+            points.push((k.parse::<i64>()?, v.as_i64().context("an integer")?));
+        }
+        points.sort_unstable();
+        out.push(points);
+    }
+    Ok(out)
+}
+
+/// A host's number and its points as `(seconds, value)`.
+type HostPoints = (i64, Vec<(i64, i64)>);
+
+/// The points of every `rd.cpu` series by host number, as the `none` aggregator returns them.
+fn per_host(server: &Server) -> anyhow::Result<Vec<HostPoints>> {
+    let mut out = Vec::new();
+    for (tags, dps) in server.query_raw("rd.cpu", &[], 0, 2_000_000_000_000)? {
+        let host = tags["host"].as_str().context("no host")?;
+        let i: i64 = host.trim_start_matches('h').parse()?;
+        let mut points = Vec::new();
+        for (ms, v) in dps {
+            points.push((ms / 1000, v.as_i64().context("an integer")?));
+        }
+        out.push((i, points));
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+#[test]
+fn a_read_replica_answers_over_every_writers_tree() -> anyhow::Result<()> {
+    let seaweed = Seaweed::start()?;
+    let (da, db, dr) = (
+        tempfile::tempdir()?,
+        tempfile::tempdir()?,
+        tempfile::tempdir()?,
+    );
+    // Writer a first: the replica opens with a's tree only and finds b's when b starts.
+    let a = part_writer_on(&seaweed, "readers", "0-9", da.path())?;
+    let first = host_points("rd.cpu", 0, |i| i);
+    let on_a = put(&a, &first)?["success"].as_u64().context("no success")?;
+    assert!(on_a > 0 && on_a < 20, "{on_a} of 20 hosts are a's");
+    let store = format!("s3://{BUCKET}/readers");
+    let r = crate::s3::replica(&seaweed, &store, dr.path())?;
+    assert_eq!(per_host(&r)?.len() as u64, on_a);
+
+    let b = part_writer_on(&seaweed, "readers", "10-19", db.path())?;
+    let on_b = put(&b, &first)?["success"].as_u64().context("no success")?;
+    assert_eq!(on_a + on_b, 20);
+    let second = host_points("rd.cpu", 1, |i| 100 * i);
+    put(&a, &second)?;
+    put(&b, &second)?;
+    let want = |k: i64| -> Vec<HostPoints> {
+        (0..20)
+            .map(|i| {
+                let all = [
+                    (1_700_000_000, i),
+                    (1_700_000_010, 100 * i),
+                    (1_700_000_020, 7),
+                ];
+                (i, all[..k as usize].to_vec())
+            })
+            .collect()
+    };
+    // Both writers' points, b's tree found at a refresh.
+    crate::s3::eventually("the replica reads both trees", || {
+        Ok(per_host(&r)? == want(2))
+    })?;
+    assert_eq!(
+        aggregated(&r, "sum:rd.cpu")?,
+        vec![vec![(1_700_000_000, 190), (1_700_000_010, 19_000)]]
+    );
+    let hosts = crate::s3::get_json(&r, "/api/suggest?type=tagv&q=h&max=100")?;
+    let mut want_hosts: Vec<String> = (0..20).map(|i| format!("h{i}")).collect();
+    want_hosts.sort_unstable();
+    assert_eq!(hosts, serde_json::json!(want_hosts));
+    let lookup = crate::s3::get_json(&r, "/api/search/lookup?m=rd.cpu%7Bhost=*%7D&limit=100")?;
+    assert_eq!(lookup["totalResults"], 20, "{lookup}");
+
+    // New points and a new metric on either writer show after a refresh.
+    let third = host_points("rd.cpu", 2, |_| 7);
+    put(&a, &third)?;
+    put(&b, &third)?;
+    let new = host_points("rd.new", 0, |i| i);
+    put(&a, &new)?;
+    put(&b, &new)?;
+    crate::s3::eventually("the replica reads the new points", || {
+        Ok(per_host(&r)? == want(3))
+    })?;
+    assert_eq!(
+        aggregated(&r, "sum:rd.cpu")?,
+        vec![vec![
+            (1_700_000_000, 190),
+            (1_700_000_010, 19_000),
+            (1_700_000_020, 140)
+        ]]
+    );
+    crate::s3::eventually("the replica reads the new metric", || {
+        Ok(aggregated(&r, "sum:rd.new")? == vec![vec![(1_700_000_000, 190)]])
+    })?;
+    let metrics = crate::s3::get_json(&r, "/api/suggest?type=metrics&q=rd.")?;
+    assert_eq!(metrics, serde_json::json!(["rd.cpu", "rd.new"]));
     Ok(())
 }

@@ -25,10 +25,10 @@ impl Tsdb {
         let mut guard = store.writes.lock();
         // Queued writes first: the delete must see every point written before it.
         store.db.settle()?;
-        let snap = store.db.snapshot();
+        let view = store.data_view();
         let rows = self
             .fetcher()
-            .fetch_rows(&snap, ids, start_ms, end_ms, (Plan::Auto, 0))?;
+            .fetch_rows(&view, ids, start_ms, end_ms, (Plan::Auto, 0))?;
         let mut batch = WriteBatch::new();
         let mut deleted = 0u64;
         for r in &rows {

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use roaring::RoaringBitmap;
 use rustc_hash::{FxHashMap, FxHashSet};
-use strata_engine::{Row, ScanOptions, Snapshot};
+use strata_engine::{Row, ScanOptions};
 
 use crate::error::Result;
 use crate::rowkey::{ROW_SPAN_SECS, ROWKEY_HEAD_LEN, RowKey, Tsuid, encode_rowkey, scan_range};
 use crate::series_index::SeriesIndex;
-use crate::store::Store;
+use crate::trees::DataView;
 use crate::uid::Uid;
 
 /// Milliseconds one row covers.
@@ -49,10 +49,10 @@ pub(crate) struct FoundRow {
     pub(crate) row: Row,
 }
 
-/// What finding rows needs of a database: its tables, its index and its block cache size.
+/// What finding rows needs of a database besides its data ([`DataView`]): its index and its
+/// block cache size.
 #[derive(Debug)]
 pub(crate) struct Fetcher<'a> {
-    pub(crate) store: &'a Store,
     pub(crate) index: &'a RwLock<SeriesIndex>,
     pub(crate) buckets: u8,
     pub(crate) block_cache_bytes: u64,
@@ -62,7 +62,7 @@ impl Fetcher<'_> {
     /// The data rows of `ids` whose hour meets `[start_ms, end_ms]`.
     pub(crate) fn fetch_rows(
         &self,
-        snap: &Snapshot,
+        view: &DataView,
         ids: &RoaringBitmap,
         start_ms: i64,
         end_ms: i64,
@@ -109,6 +109,9 @@ impl Fetcher<'_> {
                 let mut keys = Vec::new();
                 let mut bases = Vec::new();
                 for (id, tsuid, salt) in &series {
+                    let Some((snap, data)) = view.of_salt(*salt) else {
+                        continue;
+                    };
                     // A series' hours ascend in its salt bucket: one batched get reads them
                     // in order, several to a block.
                     keys.clear();
@@ -122,7 +125,7 @@ impl Fetcher<'_> {
                             _ => break,
                         }
                     }
-                    snap.get_rows_with(&self.store.data, &keys, skip_cache_fill, |i, row| {
+                    snap.get_rows_with(data, &keys, skip_cache_fill, |i, row| {
                         if let Some(&base_time) = bases.get(i) {
                             found.push(FoundRow {
                                 id: *id,
@@ -171,6 +174,9 @@ impl Fetcher<'_> {
                     if want == 0 {
                         continue;
                     }
+                    let Some((snap, data)) = view.of_salt(salt) else {
+                        continue;
+                    };
                     let (start, stop) = scan_range(salt, metric, first, last);
                     let mut opts = ScanOptions::range(&start, &stop);
                     opts.skip_cache_fill = skip_cache_fill;
@@ -180,7 +186,7 @@ impl Fetcher<'_> {
                             k.len() > ROWKEY_HEAD_LEN && w.contains(&k[ROWKEY_HEAD_LEN..])
                         }));
                     }
-                    for row in snap.scan(&self.store.data, &opts)? {
+                    for row in snap.scan(data, &opts)? {
                         let row = row?;
                         let rk = RowKey::decode(&row.key)?;
                         let Some(&id) = id_of.get(&rk.tsuid) else {

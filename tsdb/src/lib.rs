@@ -34,6 +34,7 @@ mod stats;
 mod store;
 #[cfg(feature = "testing")]
 mod testing;
+mod trees;
 mod tsdb;
 mod uid;
 mod uid_alloc;
@@ -62,6 +63,7 @@ pub use rowkey::{ROW_SPAN_SECS, RowKey, Tsuid, salt_of};
 pub use stats::TsdbStats;
 #[cfg(feature = "testing")]
 pub use testing::{decode_row, fix_block_checksum, partial_block_cell, raw_cell};
+pub use trees::TreeSource;
 pub use tsdb::{SeriesHandle, SeriesInfo, SeriesNames, SeriesPoint, Tsdb, TsdbOptions};
 pub use uid::{MAX_UID, Uid};
 pub use uid_alloc::UidAllocator;

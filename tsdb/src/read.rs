@@ -255,9 +255,9 @@ impl Tsdb {
         let fetch_start = policy
             .oldest_kept_ms()
             .map_or(start_ms, |f| start_ms.max(f));
-        let snap = self.store().db.snapshot();
+        let view = self.store().data_view();
         let mut rows = self.fetcher().fetch_rows(
-            &snap,
+            &view,
             ids,
             fetch_start,
             end_ms,

@@ -64,6 +64,13 @@ pub struct ReplicaStats {
     pub last_load_micros: u64,
 }
 
+impl Replica {
+    /// Records a successful refresh (or the open) at `now_ms`.
+    pub(crate) fn mark_ok(&self, now_ms: u64) {
+        self.last_ok_ms.store(now_ms, Relaxed);
+    }
+}
+
 impl Tsdb {
     /// Opens a read replica of the object-store prefix in `opts.db.storage`, which must be
     /// object storage: the writer's tables as of its newest manifest version, with their UIDs
@@ -83,7 +90,7 @@ impl Tsdb {
             return Err(no_database_yet());
         }
         let replica = Replica::default();
-        replica.last_ok_ms.store(opts.clock.now_ms(), Relaxed);
+        replica.mark_ok(opts.clock.now_ms());
         Tsdb::on_db(db, opts, Some(replica))
     }
 
@@ -128,16 +135,32 @@ impl Tsdb {
 
     fn refresh_locked(&self, r: &Replica) -> Result<bool> {
         let store = self.store();
-        if store.db.refresh()? {
-            r.stale.store(true, Relaxed);
+        match &store.trees {
+            None => {
+                if store.db.refresh()? {
+                    r.stale.store(true, Relaxed);
+                }
+            }
+            Some(trees) => {
+                let (moved, result) = trees.refresh();
+                if moved {
+                    r.stale.store(true, Relaxed);
+                }
+                result?;
+            }
         }
         if !r.stale.load(Relaxed) {
             return Ok(false);
         }
         let started = Instant::now();
         // Names first: a series in the new index must find its names (see the module doc).
-        self.uids().reload()?;
-        let index = SeriesIndex::load(&store.db, &store.meta, self.salt_buckets())?;
+        let index = match &store.trees {
+            None => {
+                self.uids().reload()?;
+                SeriesIndex::load(&store.db, &store.meta, self.salt_buckets())?
+            }
+            Some(trees) => trees.load(self.uids(), self.salt_buckets())?,
+        };
         {
             // The order of `refine_last`, which updates newest points under both.
             let _writes = store.writes.lock();

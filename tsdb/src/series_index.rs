@@ -106,6 +106,26 @@ impl SeriesIndex {
         Ok(idx)
     }
 
+    /// Adds the live series of `other`, another tree's index, with new ids after this one's
+    /// (ids are per tree). A series this index holds already keeps its entry: a bucket has
+    /// one owner, so only a tree that outlived a change of owners can repeat one.
+    pub(crate) fn append(&mut self, other: SeriesIndex, buckets: u8) {
+        let SeriesIndex {
+            series, by_tsuid, ..
+        } = other;
+        for (id, entry) in series.into_iter().enumerate() {
+            let live = by_tsuid.get(&entry.tsuid) == Some(&(id as u32));
+            if !live || self.by_tsuid.contains_key(&entry.tsuid) {
+                continue;
+            }
+            let new = self.insert(entry.tsuid, buckets);
+            if let Some(s) = self.series.get_mut(new as usize) {
+                s.last = entry.last;
+                s.last_exact = entry.last_exact;
+            }
+        }
+    }
+
     /// Number of series ids given out, deleted series' included.
     pub(crate) fn len(&self) -> usize {
         self.series.len()

@@ -5,6 +5,8 @@
 use parking_lot::Mutex;
 use strata_engine::{Db, Table};
 
+use crate::trees::{DataView, Trees};
+
 /// The engine database and the tables of one tsdb.
 #[derive(Debug)]
 pub(crate) struct Store {
@@ -16,6 +18,20 @@ pub(crate) struct Store {
     /// Serializes the commit part of writes, deletes and row compaction, so the index, the
     /// last points and the series id counter follow the engine's batch order.
     pub(crate) writes: Mutex<WriteState>,
+    /// On a replica of partitioned writers, every writer's tree (`db` and the tables above
+    /// are the first's); `None` on one tree.
+    pub(crate) trees: Option<Trees>,
+}
+
+impl Store {
+    /// What a read sees of the data, as of now: every tree's on a replica of partitioned
+    /// writers.
+    pub(crate) fn data_view(&self) -> DataView {
+        match &self.trees {
+            None => DataView::one(&self.db, &self.data),
+            Some(trees) => DataView::of_set(&trees.set.read()),
+        }
+    }
 }
 
 /// State of the write path, under [`Store::writes`].

@@ -29,6 +29,7 @@ use crate::series_cache::{CachedSeries, SeriesCache, raw_key};
 use crate::series_index::SeriesIndex;
 use crate::stats::{Stats, TsdbStats};
 use crate::store::{Store, WriteState};
+use crate::trees::Trees;
 use crate::uid::{Uid, UidKind, UidTable};
 use crate::uid_alloc::UidAllocator;
 use crate::validate::{NameRules, check_finite, check_tag_set, timestamp_to_ms};
@@ -337,6 +338,16 @@ impl Tsdb {
     /// The tsdb over `db`: its tables, the fixed settings, the UID maps and the series index.
     /// A `replica` (over a read-only follower) creates and writes nothing.
     pub(crate) fn on_db(db: Db, opts: TsdbOptions, replica: Option<Replica>) -> Result<Tsdb> {
+        Tsdb::on_db_trees(db, opts, replica, None)
+    }
+
+    /// [`Tsdb::on_db`], reading the data of every tree of `trees` (whose first is `db`).
+    pub(crate) fn on_db_trees(
+        db: Db,
+        opts: TsdbOptions,
+        replica: Option<Replica>,
+        trees: Option<Trees>,
+    ) -> Result<Tsdb> {
         let mut data_opts = opts.data_table.clone();
         // Set even when nothing expires, so files record their rows' times and retention set
         // later can drop them whole.
@@ -371,7 +382,10 @@ impl Tsdb {
             opts.uid_allocator.clone(),
         )?);
         policy.set_uids(&uids);
-        let index = SeriesIndex::load(&db, &meta_t, buckets)?;
+        let mut index = SeriesIndex::load(&db, &meta_t, buckets)?;
+        if let Some(trees) = &trees {
+            index = trees.load(&uids, buckets)?;
+        }
         tracing::info!(
             series = index.live_len(),
             metrics = uids.count(UidKind::Metric),
@@ -388,6 +402,7 @@ impl Tsdb {
                     data,
                     meta: meta_t,
                     writes: Mutex::new(WriteState::default()),
+                    trees,
                 },
                 uids,
                 policy,
@@ -1015,7 +1030,6 @@ impl Tsdb {
     /// What a read needs of this database.
     pub(crate) fn fetcher(&self) -> Fetcher<'_> {
         Fetcher {
-            store: &self.inner.store,
             index: &self.inner.index,
             buckets: self.inner.buckets,
             block_cache_bytes: self.inner.opts.db.block_cache_bytes as u64,
@@ -1037,7 +1051,7 @@ fn prepare_value(value: Value, timestamp: i64, metric: &str) -> Result<EncodedVa
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use strata_engine::ScanOptions;
 
     use super::*;
@@ -1338,7 +1352,7 @@ mod tests {
 
     /// A shared allocator that numbers names from 100 in the order it first sees them.
     #[derive(Debug, Default)]
-    struct SharedNames(Mutex<FxHashMap<(UidKind, String), Uid>>);
+    pub(crate) struct SharedNames(Mutex<FxHashMap<(UidKind, String), Uid>>);
 
     impl crate::UidAllocator for SharedNames {
         fn allocate(&self, kind: UidKind, name: &str, _local_max: u32) -> Result<Uid> {

@@ -152,6 +152,24 @@ impl UidTable {
         Ok(())
     }
 
+    /// As [`UidTable::reload`], from the UID tables of several trees whose writers share
+    /// UIDs (one per name across them): the maps are their union. A replica's only.
+    pub(crate) fn reload_from(&self, tables: &[(&Db, &Table)]) -> Result<()> {
+        let _guard = self.assign.lock();
+        let mut union: [KindMaps; 3] = Default::default();
+        for (db, table) in tables {
+            for (all, one) in union.iter_mut().zip(load(db, table)?) {
+                all.by_name.extend(one.by_name);
+                all.by_uid.extend(one.by_uid);
+                all.max = all.max.max(one.max);
+            }
+        }
+        for (maps, new) in self.maps.iter().zip(union) {
+            *maps.write() = new;
+        }
+        Ok(())
+    }
+
     /// The UID of `name`, if assigned.
     pub(crate) fn get(&self, kind: UidKind, name: &str) -> Option<Uid> {
         self.maps[kind.index()].read().by_name.get(name).copied()

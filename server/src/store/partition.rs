@@ -295,6 +295,26 @@ pub async fn salt_owners(
 #[derive(Debug)]
 struct IoRuntime(Option<tokio::runtime::Runtime>);
 
+impl IoRuntime {
+    /// Runs `fut` on the runtime and waits for it from this thread, which may be an async
+    /// worker of another runtime.
+    fn run<T: Send + 'static>(
+        &self,
+        fut: impl Future<Output = anyhow::Result<T>> + Send + 'static,
+    ) -> anyhow::Result<T> {
+        let rt = self
+            .0
+            .as_ref()
+            .context("the private runtime is shut down")?;
+        let (tx, rx) = mpsc::sync_channel(1);
+        rt.spawn(async move {
+            let _ = tx.send(fut.await);
+        });
+        rx.recv()
+            .context("the private task ended without a result")?
+    }
+}
+
 impl Drop for IoRuntime {
     fn drop(&mut self) {
         if let Some(rt) = self.0.take() {
@@ -367,17 +387,7 @@ impl BucketUidAllocator {
         &self,
         fut: impl Future<Output = anyhow::Result<T>> + Send + 'static,
     ) -> anyhow::Result<T> {
-        let rt = self
-            .rt
-            .0
-            .as_ref()
-            .context("the UID allocator's runtime is shut down")?;
-        let (tx, rx) = mpsc::sync_channel(1);
-        rt.spawn(async move {
-            let _ = tx.send(fut.await);
-        });
-        rx.recv()
-            .context("the UID allocator's task ended without a result")?
+        self.rt.run(fut)
     }
 
     fn kind_key(&self, kind: UidKind, rest: &str) -> ObjectPath {
@@ -465,6 +475,74 @@ impl BucketUidAllocator {
                 Ok(theirs)
             }
         }
+    }
+}
+
+/// The trees of the writers of one prefix, for a read replica over all of them
+/// ([`strata_tsdb::Tsdb::open_read_only_trees`]): the owners come from the claim objects,
+/// read again at every refresh, so the tree of a writer that starts later is found.
+#[derive(Debug)]
+pub struct BucketTrees {
+    store: Arc<dyn ObjectStore>,
+    prefix: String,
+    /// Each tree's disk cache is a directory of its name under it.
+    cache_dir: std::path::PathBuf,
+    cache_bytes: u64,
+    rt: IoRuntime,
+}
+
+impl BucketTrees {
+    /// The trees under `prefix` in `store`, each with a disk cache of `cache_bytes`.
+    pub fn new(
+        store: Arc<dyn ObjectStore>,
+        prefix: &str,
+        cache_dir: std::path::PathBuf,
+        cache_bytes: u64,
+    ) -> anyhow::Result<BucketTrees> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("strata-trees")
+            .enable_all()
+            .build()
+            .context("starting the tree discovery's runtime")?;
+        Ok(BucketTrees {
+            store,
+            prefix: prefix.trim_matches('/').to_owned(),
+            cache_dir,
+            cache_bytes,
+            rt: IoRuntime(Some(rt)),
+        })
+    }
+}
+
+impl strata_tsdb::TreeSource for BucketTrees {
+    fn owners(&self) -> strata_tsdb::Result<Vec<Option<String>>> {
+        let (store, prefix) = (self.store.clone(), self.prefix.clone());
+        self.rt
+            .run(async move { salt_owners(&*store, &prefix).await })
+            .map(|o| o.map(|(_, owners)| owners).unwrap_or_default())
+            .map_err(|e| {
+                strata_tsdb::Error::Engine(strata_engine::Error::Io {
+                    context: format!("reading the salt bucket claims under {}", self.prefix),
+                    source: std::io::Error::other(format!("{e:#}")),
+                })
+            })
+    }
+
+    fn storage(&self, tree: &str) -> strata_tsdb::Result<strata_engine::Storage> {
+        let prefix = if self.prefix.is_empty() {
+            tree.to_owned()
+        } else {
+            format!("{}/{tree}", self.prefix)
+        };
+        Ok(strata_engine::Storage::Object(
+            strata_engine::ObjectStorage::new(
+                self.store.clone(),
+                prefix,
+                self.cache_dir.join(tree),
+                self.cache_bytes,
+            ),
+        ))
     }
 }
 
