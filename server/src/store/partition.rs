@@ -296,6 +296,17 @@ pub async fn salt_owners(
 struct IoRuntime(Option<tokio::runtime::Runtime>);
 
 impl IoRuntime {
+    /// A one-thread runtime whose thread is named `name`.
+    fn start(name: &str) -> anyhow::Result<IoRuntime> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(name)
+            .enable_all()
+            .build()
+            .with_context(|| format!("starting the runtime of {name}"))?;
+        Ok(IoRuntime(Some(rt)))
+    }
+
     /// Runs `fut` on the runtime and waits for it from this thread, which may be an async
     /// worker of another runtime.
     fn run<T: Send + 'static>(
@@ -366,17 +377,12 @@ impl BucketUidAllocator {
         lease_uids: u32,
     ) -> anyhow::Result<BucketUidAllocator> {
         anyhow::ensure!(lease_uids > 0, "a lease holds at least one UID");
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("strata-uid-alloc")
-            .enable_all()
-            .build()
-            .context("starting the UID allocator's runtime")?;
+        let rt = IoRuntime::start("strata-uid-alloc")?;
         Ok(BucketUidAllocator {
             store,
             prefix: prefix.trim_matches('/').to_owned(),
             owner: owner.to_owned(),
-            rt: IoRuntime(Some(rt)),
+            rt,
             leases: Default::default(),
             lease_uids,
         })
@@ -499,18 +505,13 @@ impl BucketTrees {
         cache_dir: std::path::PathBuf,
         cache_bytes: u64,
     ) -> anyhow::Result<BucketTrees> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("strata-trees")
-            .enable_all()
-            .build()
-            .context("starting the tree discovery's runtime")?;
+        let rt = IoRuntime::start("strata-trees")?;
         Ok(BucketTrees {
             store,
             prefix: prefix.trim_matches('/').to_owned(),
             cache_dir,
             cache_bytes,
-            rt: IoRuntime(Some(rt)),
+            rt,
         })
     }
 }
