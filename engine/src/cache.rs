@@ -2,7 +2,9 @@
 //!
 //! Keyed by (file id, block offset), it holds verified, decoded blocks of any kind (data blocks,
 //! and the decoded index and filters of each file) and is bounded by the bytes charged for them.
-//! It is split into shards so that concurrent readers rarely contend.
+//! It is split into shards so that concurrent readers rarely contend. Several databases of one
+//! process may share one bound ([`SharedBlockCache`]); each keys its blocks in a namespace of
+//! its own.
 //!
 //! Eviction is least-recently-used, kept lazily so that a hit only takes a shard's read lock:
 //! a hit stamps the entry with a tick from a global counter. Each shard keeps a recency map from
@@ -67,20 +69,60 @@ pub(crate) struct CacheStats {
     pub(crate) misses: u64,
     /// Blocks evicted to make room.
     pub(crate) evictions: u64,
-    /// Bytes currently charged.
+    /// Bytes currently charged: of every database, when the cache is shared.
     pub(crate) used_bytes: u64,
 }
 
 /// A byte-bounded, sharded LRU cache of blocks.
 #[derive(Debug)]
 pub(crate) struct BlockCache {
+    core: Arc<Core>,
+    /// This database's share of the key space: its file ids carry it in their top bits, so
+    /// the databases of one [`SharedBlockCache`] never see each other's blocks.
+    ns: u64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+/// Bits of a key's file id left to the file number; the namespace takes the rest.
+const NS_SHIFT: u32 = 48;
+
+/// The shards and the bound, which the handles of a [`SharedBlockCache`] share.
+#[derive(Debug)]
+struct Core {
     shards: Vec<RwLock<Shard>>,
     shard_capacity: usize,
     /// The recency clock: every hit and insertion takes the next tick.
     clock: AtomicU64,
-    hits: AtomicU64,
-    misses: AtomicU64,
     evictions: AtomicU64,
+    /// The namespace the next database sharing the cache takes.
+    next_ns: AtomicU64,
+}
+
+/// A block cache for several databases of one process, with one bound for all of them: a
+/// read replica over partitioned writers opens one database per writer's tree, and each
+/// would otherwise hold `block_cache_bytes` of its own (`DbOptions::shared_block_cache`).
+#[derive(Debug, Clone)]
+pub struct SharedBlockCache(Arc<Core>);
+
+impl SharedBlockCache {
+    /// A cache of about `capacity_bytes` for every database opened with it.
+    pub fn new(capacity_bytes: usize) -> SharedBlockCache {
+        SharedBlockCache(Arc::new(Core::new(capacity_bytes)))
+    }
+}
+
+impl Core {
+    fn new(capacity_bytes: usize) -> Core {
+        Core {
+            shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
+            shard_capacity: capacity_bytes / SHARDS,
+            clock: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            // 0 is a private cache's.
+            next_ns: AtomicU64::new(1),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -102,15 +144,31 @@ struct Shard {
 }
 
 impl BlockCache {
-    /// A cache that holds about `capacity_bytes` of blocks.
+    /// A cache of its own that holds about `capacity_bytes` of blocks.
     pub(crate) fn new(capacity_bytes: usize) -> BlockCache {
+        BlockCache::on(Arc::new(Core::new(capacity_bytes)), 0)
+    }
+
+    /// A database's handle on `shared`, with a namespace of its own.
+    pub(crate) fn sharing(shared: &SharedBlockCache) -> BlockCache {
+        let ns = shared.0.next_ns.fetch_add(1, Ordering::Relaxed) & 0xffff;
+        BlockCache::on(shared.0.clone(), ns)
+    }
+
+    fn on(core: Arc<Core>, ns: u64) -> BlockCache {
         BlockCache {
-            shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
-            shard_capacity: capacity_bytes / SHARDS,
-            clock: AtomicU64::new(0),
+            core,
+            ns,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
-            evictions: AtomicU64::new(0),
+        }
+    }
+
+    /// `key` in the shared key space.
+    fn scoped(&self, key: &BlockKey) -> BlockKey {
+        BlockKey {
+            file_id: key.file_id | (self.ns << NS_SHIFT),
+            offset: key.offset,
         }
     }
 
@@ -119,15 +177,16 @@ impl BlockCache {
             .file_id
             .wrapping_mul(0x9e37_79b9_7f4a_7c15)
             .wrapping_add(key.offset >> 10);
-        &self.shards[(mix % SHARDS as u64) as usize]
+        &self.core.shards[(mix % SHARDS as u64) as usize]
     }
 
     fn tick(&self) -> u64 {
-        self.clock.fetch_add(1, Ordering::Relaxed) + 1
+        self.core.clock.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// The cached block, marking it recently used.
     pub(crate) fn get(&self, key: &BlockKey) -> Option<CacheValue> {
+        let key = &self.scoped(key);
         let shard = self.shard(key).read();
         let found = shard.map.get(key).map(|slot| {
             slot.used.store(self.tick(), Ordering::Relaxed);
@@ -147,9 +206,10 @@ impl BlockCache {
     /// the capacity. A value larger than a shard's capacity is not cached.
     pub(crate) fn insert(&self, key: BlockKey, value: CacheValue, bytes: usize) {
         let charge = bytes + ENTRY_OVERHEAD;
-        if charge > self.shard_capacity {
+        if charge > self.core.shard_capacity {
             return;
         }
+        let key = self.scoped(&key);
         let mut guard = self.shard(&key).write();
         let shard = &mut *guard;
         let tick = self.tick();
@@ -166,7 +226,7 @@ impl BlockCache {
         shard.lru.insert(tick, key);
         shard.used += charge;
         let mut evicted = 0;
-        while shard.used > self.shard_capacity {
+        while shard.used > self.core.shard_capacity {
             let Some((recorded, victim)) = shard.lru.pop_first() else {
                 break;
             };
@@ -186,16 +246,28 @@ impl BlockCache {
             }
         }
         drop(guard);
-        self.evictions.fetch_add(evicted, Ordering::Relaxed);
+        self.core.evictions.fetch_add(evicted, Ordering::Relaxed);
     }
 
     /// Drops every block of `file_id` (when the file is deleted).
     pub(crate) fn evict_file(&self, file_id: u64) {
-        for shard in &self.shards {
+        let file_id = file_id | (self.ns << NS_SHIFT);
+        self.evict_where(|k| k.file_id == file_id);
+    }
+
+    /// Drops every block of this database (an operator's `dropcaches`). Readers holding a
+    /// block keep it; the next lookup reads it from its file again.
+    pub(crate) fn clear(&self) {
+        let ns = self.ns;
+        self.evict_where(|k| k.file_id >> NS_SHIFT == ns);
+    }
+
+    fn evict_where(&self, drop: impl Fn(&BlockKey) -> bool) {
+        for shard in &self.core.shards {
             let mut shard = shard.write();
             let Shard { map, lru, used } = &mut *shard;
             map.retain(|k, slot| {
-                let keep = k.file_id != file_id;
+                let keep = !drop(k);
                 if !keep {
                     lru.remove(&slot.recorded);
                     *used -= slot.charge;
@@ -205,24 +277,13 @@ impl BlockCache {
         }
     }
 
-    /// Drops every block (an operator's `dropcaches`). Readers holding a block keep it; the
-    /// next lookup reads it from its file again.
-    pub(crate) fn clear(&self) {
-        for shard in &self.shards {
-            let mut shard = shard.write();
-            shard.map.clear();
-            shard.lru.clear();
-            shard.used = 0;
-        }
-    }
-
     /// A snapshot of the counters.
     pub(crate) fn stats(&self) -> CacheStats {
-        let used: usize = self.shards.iter().map(|s| s.read().used).sum();
+        let used: usize = self.core.shards.iter().map(|s| s.read().used).sum();
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
-            evictions: self.evictions.load(Ordering::Relaxed),
+            evictions: self.core.evictions.load(Ordering::Relaxed),
             used_bytes: used as u64,
         }
     }
@@ -299,5 +360,30 @@ mod tests {
         // Re-inserting a key replaces it without double-charging.
         cache.insert(key(1, 3), block, 300);
         assert_eq!(cache.stats().used_bytes, 2 * 364);
+    }
+
+    #[test]
+    fn databases_sharing_a_cache_keep_apart_and_share_its_bound() {
+        let shared = SharedBlockCache::new(16 * 1000);
+        let (a, b) = (BlockCache::sharing(&shared), BlockCache::sharing(&shared));
+        let block: CacheValue = Arc::new(0u8);
+        a.insert(key(1, 0), Arc::new(1u8), 300);
+        b.insert(key(1, 0), Arc::new(2u8), 300);
+        let value = |c: &BlockCache| c.get(&key(1, 0)).and_then(|v| v.downcast::<u8>().ok());
+        assert_eq!(
+            (value(&a).as_deref(), value(&b).as_deref()),
+            (Some(&1), Some(&2))
+        );
+        // One shard's bound for both: a third block evicts the least recently used, a's.
+        b.insert(key(1, 1), block.clone(), 300);
+        assert!(a.get(&key(1, 0)).is_none());
+        assert_eq!(a.stats().used_bytes, 2 * 364);
+        // Evicting a file or clearing touches only the caller's blocks.
+        a.insert(key(2, 0), block.clone(), 10);
+        b.evict_file(2);
+        assert!(a.get(&key(2, 0)).is_some());
+        b.clear();
+        assert!(a.get(&key(2, 0)).is_some());
+        assert!(b.get(&key(1, 1)).is_none());
     }
 }

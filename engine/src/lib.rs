@@ -55,6 +55,7 @@ mod worker;
 mod write;
 
 pub use batch::WriteBatch;
+pub use cache::SharedBlockCache;
 pub use checkpoint::{CheckpointReport, Progress, restore_checkpoint};
 pub use db::Db;
 pub use error::{Error, ErrorKind, Result};
@@ -63,6 +64,7 @@ pub use fold::{FlushFold, FlushFolder, FoldEntry, FoldKind, FoldOut};
 pub use fs::fault::Faults;
 #[cfg(any(test, feature = "testing"))]
 pub use fs::fault::{Fault, FaultError, FaultFile, FaultOp};
+pub use fs::object::SharedDiskCache;
 pub use object_store;
 pub use options::{
     Clock, Compression, DbOptions, FilterMode, ObjectStorage, Storage, SyncPolicy, SystemClock,

@@ -111,7 +111,10 @@ fn open_claimed(dir: &Path, opts: DbOptions, follower: bool) -> Result<Arc<Inner
         wal::delete_segments_through(&*wal_fs, manifest.flushed_segment)?;
     }
 
-    let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
+    let cache = Arc::new(match &opts.shared_block_cache {
+        Some(shared) => BlockCache::sharing(shared),
+        None => BlockCache::new(opts.block_cache_bytes),
+    });
     let mut files = Files::default();
     let names: Vec<(String, u64)> = manifest
         .files

@@ -6,10 +6,12 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::cache::SharedBlockCache;
 use crate::error::Error;
 use crate::expiry::RowExpirer;
 use crate::fold::FlushFolder;
 use crate::fs::fault::Faults;
+use crate::fs::object::SharedDiskCache;
 
 /// When the write-ahead log is fsynced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +98,9 @@ pub struct DbOptions {
     pub target_file_bytes: u64,
     /// Bytes of the block cache shared by every table.
     pub block_cache_bytes: usize,
+    /// A block cache shared with other databases of the process, used instead of one of
+    /// `block_cache_bytes` of its own; `None` (the default) gives the database its own.
+    pub shared_block_cache: Option<SharedBlockCache>,
     /// A WAL segment is closed and a new one started past this size.
     pub wal_segment_bytes: u64,
     /// Wall clock used for TTL decisions.
@@ -141,6 +146,9 @@ pub struct ObjectStorage {
     pub delete_delay: Duration,
     /// SSTs up to this size are uploaded with one PUT, larger ones in multipart uploads.
     pub multipart_threshold: u64,
+    /// A disk cache bound shared with other databases of the process, used instead of
+    /// `cache_bytes`; the files stay in `cache_dir`. `None` (the default): a bound of its own.
+    pub shared_disk_cache: Option<SharedDiskCache>,
 }
 
 impl ObjectStorage {
@@ -162,6 +170,7 @@ impl ObjectStorage {
             manifest_versions_kept: 10,
             delete_delay: Duration::from_secs(60),
             multipart_threshold: 16 << 20,
+            shared_disk_cache: None,
         }
     }
 }
@@ -181,6 +190,7 @@ impl Default for DbOptions {
             level_size_ratio: 10,
             target_file_bytes: 64 << 20,
             block_cache_bytes: 256 << 20,
+            shared_block_cache: None,
             wal_segment_bytes: 64 << 20,
             clock: Arc::new(SystemClock),
             faults: Faults::default(),

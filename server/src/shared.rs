@@ -90,9 +90,6 @@ pub(crate) async fn turns_beside<T: Send + 'static>(
     Ok(out)
 }
 
-/// Runs `write`, a write to `tsdb`, on an async worker: in place, unless the write will wait
-/// (an fsync, a write stall), when the worker's other connections are first handed to another
-/// thread. Handing over costs CPU on every write, so it is kept for the writes that wait.
 /// Runs the work of a heavy query (one that reads many series; see
 /// `strata_query::handle_query`) and waits for it: off the async worker, so the worker's other
 /// connections go on meanwhile, and on a thread of its own at the CPU priority of background
@@ -124,6 +121,9 @@ pub(crate) fn run_heavy_query(work: &mut (dyn FnMut() + Send)) {
     });
 }
 
+/// Runs `write`, a write to `tsdb`, on an async worker: in place, unless the write will wait
+/// (an fsync, a write stall), when the worker's other connections are first handed to another
+/// thread. Handing over costs CPU on every write, so it is kept for the writes that wait.
 pub(crate) fn write_in_place<T>(tsdb: &strata_tsdb::Tsdb, write: impl FnOnce() -> T) -> T {
     if tsdb.write_may_block() {
         tokio::task::block_in_place(write)

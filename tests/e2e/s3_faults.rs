@@ -259,9 +259,10 @@ fn wait_gauge(
 /// into the WAL and memtables until they are full, then stall, and a write whose stall sees
 /// no flush finish for `WRITE_STALL_LIMIT` is refused (HTTP 503 with OpenTSDB's error JSON,
 /// telnet `put: storage error: writes held back ...`); reads of flushed (cached) and
-/// unflushed points go on; `/metrics` shows the failing flushes. Once the bucket is back the
-/// flushes resume by themselves, writes are taken again, and a writer on a fresh disk finds
-/// every acknowledged point in the bucket.
+/// unflushed points go on; `/metrics` shows the failing flushes. A read replica counts its
+/// failed refreshes and answers from its disk cache. Once the bucket is back the flushes
+/// resume by themselves, writes are taken again, a writer on a fresh disk finds every
+/// acknowledged point in the bucket, the replica follows again, and `fsck` finds no damage.
 #[test]
 fn an_s3_outage_holds_writes_back_then_flushes_resume_losing_nothing() -> anyhow::Result<()> {
     const BATCH: i64 = 2000;
@@ -274,6 +275,12 @@ fn an_s3_outage_holds_writes_back_then_flushes_resume_losing_nothing() -> anyhow
     let (status, reply, _) = put_range(&server, "s3.before", 0, 300)?;
     anyhow::ensure!(status == 204, "{status} {reply}");
     put_and_flush(&server, "s3.flushed", 1)?;
+    // A read replica that has read the flushed points, so its disk cache holds their files.
+    let replica_dir = tempfile::tempdir()?;
+    let reader = crate::s3::replica(&seaweed, &store, replica_dir.path())?;
+    crate::s3::eventually("the replica sees the flushed points", || {
+        Ok(series(&reader, "s3.before", "a")?.len() == 300)
+    })?;
     seaweed.kill();
     let outage = Instant::now();
     println!("the bucket went away {:?} into the test", started.elapsed());
@@ -319,6 +326,14 @@ fn an_s3_outage_holds_writes_back_then_flushes_resume_losing_nothing() -> anyhow
         query_started.elapsed()
     );
     anyhow::ensure!(query_started.elapsed() < Duration::from_secs(5));
+    // The replica cannot follow the manifest, and says so, but answers from its cache.
+    wait_gauge(
+        &reader,
+        "strata_store_replica_refresh_errors",
+        Duration::from_secs(30),
+        |v| v >= 1.0,
+    )?;
+    check_series(&reader, "s3.before", "a", 300, http_value)?;
     let telnet = match telnet {
         Some(t) => t,
         None => telnet_put_in_background(&server)?,
@@ -369,6 +384,14 @@ fn an_s3_outage_holds_writes_back_then_flushes_resume_losing_nothing() -> anyhow
         "a fresh writer read them all {:?} after the bucket came back",
         back.elapsed()
     );
+    // The replica follows again, and the bucket has no damage.
+    crate::s3::eventually("the replica follows again", || {
+        // An error until the replica knows the metric.
+        Ok(series(&reader, "s3.after", "a").is_ok_and(|s| !s.is_empty()))
+    })?;
+    check_series(&reader, "s3.during", "a", acked, http_value)?;
+    let (code, out) = fsck_bucket(&seaweed, "outage", &[])?;
+    anyhow::ensure!(code == 0 && out.contains("clean"), "exit {code}: {out}");
     println!("took {:?}", started.elapsed());
     Ok(())
 }

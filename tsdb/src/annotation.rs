@@ -33,7 +33,7 @@
 
 use std::collections::BTreeMap;
 
-use strata_engine::{ScanOptions, Table, TableOptions, WriteBatch};
+use strata_engine::{Db, ScanOptions, Table, TableOptions, WriteBatch};
 
 use crate::error::{Error, Result};
 use crate::rowkey::Tsuid;
@@ -227,7 +227,51 @@ impl Tsdb {
     /// Whether an annotation was ever stored (the table exists); a query skips its per-series
     /// annotation lookups when not.
     pub fn has_annotations(&self) -> bool {
-        self.store().db.table(ANNOTATION_TABLE).is_some()
+        !self.annotation_tables().is_empty()
+    }
+
+    /// The annotation tables a read looks at: on a replica over partitioned writers every
+    /// tree's (each writer keeps the annotations posted to it), else this database's.
+    fn annotation_tables(&self) -> Vec<(Db, Table)> {
+        let store = self.store();
+        let dbs = match &store.trees {
+            None => vec![store.db.clone()],
+            Some(trees) => trees
+                .set
+                .read()
+                .trees
+                .iter()
+                .map(|t| t.db.clone())
+                .collect(),
+        };
+        dbs.into_iter()
+            .filter_map(|db| db.table(ANNOTATION_TABLE).map(|t| (db, t)))
+            .collect()
+    }
+
+    /// The annotations of the rows `opts` scans in every table of
+    /// [`Tsdb::annotation_tables`], in key order; where two trees hold the same key (one
+    /// annotation posted to two writers), the first tree's.
+    fn scan_annotations(
+        &self,
+        opts: &ScanOptions,
+        tsuid_of: impl Fn(&[u8]) -> Result<Option<String>>,
+    ) -> Result<Vec<Annotation>> {
+        let mut found: Vec<(Box<[u8]>, Annotation)> = Vec::new();
+        for (db, table) in self.annotation_tables() {
+            for row in db.scan(&table, opts)? {
+                let row = row?;
+                let tsuid = tsuid_of(&row.key)?;
+                for cell in row.cells.iter().filter(|c| c.column == COLUMN) {
+                    let a = decode_value(&row.key, &cell.value, tsuid.clone())?;
+                    found.push((row.key.to_vec().into_boxed_slice(), a));
+                }
+            }
+        }
+        // Stable: of equal keys the first tree's comes first, and is the one kept.
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        found.dedup_by(|later, first| later.0 == first.0);
+        Ok(found.into_iter().map(|(_, a)| a).collect())
     }
 
     fn annotation_table(&self, create: bool) -> Result<Option<Table>> {
@@ -264,14 +308,13 @@ impl Tsdb {
         start_time: i64,
     ) -> Result<Option<Annotation>> {
         let ts = parse_tsuid(tsuid)?;
-        let Some(table) = self.annotation_table(false)? else {
-            return Ok(None);
-        };
         let key = row_key(ts.as_ref(), start_time)?;
-        match self.store().db.get(&table, &key, COLUMN)? {
-            Some(v) => Ok(Some(decode_value(&key, &v, ts.map(|t| t.to_hex()))?)),
-            None => Ok(None),
+        for (db, table) in self.annotation_tables() {
+            if let Some(v) = db.get(&table, &key, COLUMN)? {
+                return Ok(Some(decode_value(&key, &v, ts.map(|t| t.to_hex()))?));
+            }
         }
+        Ok(None)
     }
 
     /// Deletes one annotation; true when it existed.
@@ -300,22 +343,12 @@ impl Tsdb {
         end_ms: i64,
     ) -> Result<Vec<Annotation>> {
         let ts = parse_tsuid(tsuid)?;
-        let Some(table) = self.annotation_table(false)? else {
-            return Ok(Vec::new());
-        };
         if end_ms < start_ms {
             return Ok(Vec::new());
         }
         let hex = ts.as_ref().map(Tsuid::to_hex);
         let opts = range_scan(ts.as_ref(), start_ms, end_ms)?;
-        let mut out = Vec::new();
-        for row in self.store().db.scan(&table, &opts)? {
-            let row = row?;
-            for cell in row.cells.iter().filter(|c| c.column == COLUMN) {
-                out.push(decode_value(&row.key, &cell.value, hex.clone())?);
-            }
-        }
-        Ok(out)
+        self.scan_annotations(&opts, |_| Ok(hex.clone()))
     }
 
     /// Deletes the annotations [`Tsdb::annotations`] would return; answers how many.
@@ -347,18 +380,7 @@ impl Tsdb {
 
     /// Every annotation, global ones first, then per series in TSUID order (for tools).
     pub fn all_annotations(&self) -> Result<Vec<Annotation>> {
-        let Some(table) = self.annotation_table(false)? else {
-            return Ok(Vec::new());
-        };
-        let mut out = Vec::new();
-        for row in self.store().db.scan(&table, &ScanOptions::default())? {
-            let row = row?;
-            let tsuid = tsuid_of_key(&row.key)?;
-            for cell in row.cells.iter().filter(|c| c.column == COLUMN) {
-                out.push(decode_value(&row.key, &cell.value, tsuid.clone())?);
-            }
-        }
-        Ok(out)
+        self.scan_annotations(&ScanOptions::default(), tsuid_of_key)
     }
 }
 

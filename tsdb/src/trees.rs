@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
-use strata_engine::{Db, Snapshot, Storage, Table};
+use strata_engine::{
+    Db, EngineStats, LevelStats, ObjectStats, SharedBlockCache, Snapshot, Storage, Table,
+};
 
 use crate::error::Result;
 use crate::replica::{Replica, no_database_yet};
@@ -27,7 +29,8 @@ use crate::uid::UidTable;
 pub trait TreeSource: Send + Sync + std::fmt::Debug {
     /// The tree that owns each salt bucket, by bucket; `None` for a bucket no writer claimed.
     fn owners(&self) -> Result<Vec<Option<String>>>;
-    /// The engine storage of the tree named `tree`.
+    /// The engine storage of the tree named `tree`. The trees' disk caches should share one
+    /// bound (`ObjectStorage::shared_disk_cache`), as their block caches do.
     fn storage(&self, tree: &str) -> Result<Storage>;
 }
 
@@ -56,6 +59,8 @@ pub(crate) struct Trees {
     /// The replica's directory; each tree's local state is in `trees/<name>` under it.
     dir: PathBuf,
     opts: TsdbOptions,
+    /// One block cache bound over every tree: the setting is the replica's, not per tree.
+    blocks: SharedBlockCache,
     pub(crate) set: RwLock<Arc<TreeSet>>,
 }
 
@@ -106,6 +111,7 @@ impl Trees {
             source,
             dir: dir.to_path_buf(),
             opts: opts.clone(),
+            blocks: SharedBlockCache::new(opts.db.block_cache_bytes),
             set: RwLock::new(Arc::default()),
         };
         trees.discover()?;
@@ -150,6 +156,7 @@ impl Trees {
     fn open_tree(&self, name: &str) -> Result<Option<Tree>> {
         let mut db_opts = engine_options(&self.opts);
         db_opts.storage = self.source.storage(name)?;
+        db_opts.shared_block_cache = Some(self.blocks.clone());
         let db = Db::open_read_only(self.dir.join("trees").join(name), db_opts)?;
         let (Some(data), Some(uid), Some(meta)) = (
             db.table(DATA_TABLE),
@@ -211,6 +218,111 @@ impl Trees {
         }
         Ok(index)
     }
+}
+
+/// The engine figures of every tree as one: counts, sizes and times add up, a flag is set
+/// when any tree's is, the manifest version and epoch are the largest. The trees share one
+/// block cache, which each reports whole, so its size is the largest, not the sum.
+pub(crate) fn merged_stats(set: &TreeSet) -> EngineStats {
+    let mut all = EngineStats::default();
+    for t in &set.trees {
+        let EngineStats {
+            memtable_bytes,
+            frozen_memtables,
+            levels,
+            write_failed,
+            wal_batches_refused,
+            flush_errors,
+            flush_failing,
+            writes_refused,
+            compaction_errors,
+            write_stalls,
+            write_stall_micros,
+            flushes,
+            flush_micros,
+            rows_folded,
+            folds_rejected,
+            compactions,
+            compaction_micros,
+            compaction_bytes_written,
+            expired_files_dropped,
+            expired_bytes_dropped,
+            expired_rows_dropped,
+            cache_hits,
+            cache_misses,
+            cache_bytes,
+            wal_bytes,
+            wal_syncs,
+            wal_queue_bytes,
+            batches_written,
+            object,
+        } = t.db.stats();
+        all.memtable_bytes += memtable_bytes;
+        all.frozen_memtables += frozen_memtables;
+        if all.levels.len() < levels.len() {
+            all.levels.resize(levels.len(), LevelStats::default());
+        }
+        for (sum, l) in all.levels.iter_mut().zip(levels) {
+            sum.files += l.files;
+            sum.bytes += l.bytes;
+        }
+        all.write_failed |= write_failed;
+        all.wal_batches_refused += wal_batches_refused;
+        all.flush_errors += flush_errors;
+        all.flush_failing |= flush_failing;
+        all.writes_refused += writes_refused;
+        all.compaction_errors += compaction_errors;
+        all.write_stalls += write_stalls;
+        all.write_stall_micros += write_stall_micros;
+        all.flushes += flushes;
+        all.flush_micros += flush_micros;
+        all.rows_folded += rows_folded;
+        all.folds_rejected += folds_rejected;
+        all.compactions += compactions;
+        all.compaction_micros += compaction_micros;
+        all.compaction_bytes_written += compaction_bytes_written;
+        all.expired_files_dropped += expired_files_dropped;
+        all.expired_bytes_dropped += expired_bytes_dropped;
+        all.expired_rows_dropped += expired_rows_dropped;
+        all.cache_hits += cache_hits;
+        all.cache_misses += cache_misses;
+        all.cache_bytes = all.cache_bytes.max(cache_bytes);
+        all.wal_bytes += wal_bytes;
+        all.wal_syncs += wal_syncs;
+        all.wal_queue_bytes += wal_queue_bytes;
+        all.batches_written += batches_written;
+        let ObjectStats {
+            gets,
+            puts,
+            heads,
+            lists,
+            deletes,
+            bytes_read,
+            bytes_written,
+            disk_cache_hits,
+            disk_cache_misses,
+            disk_cache_bytes,
+            manifest_version,
+            epoch,
+            fenced,
+        } = object;
+        let o = &mut all.object;
+        o.gets += gets;
+        o.puts += puts;
+        o.heads += heads;
+        o.lists += lists;
+        o.deletes += deletes;
+        o.bytes_read += bytes_read;
+        o.bytes_written += bytes_written;
+        o.disk_cache_hits += disk_cache_hits;
+        o.disk_cache_misses += disk_cache_misses;
+        // Each tree's share of the one bound: they add up.
+        o.disk_cache_bytes += disk_cache_bytes;
+        o.manifest_version = o.manifest_version.max(manifest_version);
+        o.epoch = o.epoch.max(epoch);
+        o.fenced |= fenced;
+    }
+    all
 }
 
 impl Tsdb {
@@ -371,6 +483,40 @@ mod tests {
         assert!(r.refresh()?);
         assert_eq!(read_all(&r, &ids, Plan::Scans)?, want(2));
         assert!(!r.refresh()?);
+
+        // The engine figures are every tree's: files add up.
+        let files = |s: EngineStats| s.levels.iter().map(|l| l.files).sum::<u64>();
+        assert_eq!(
+            files(r.engine_stats()),
+            files(a.engine_stats()) + files(b.engine_stats())
+        );
+
+        // Annotations posted to either writer are read from every tree; one posted to both
+        // (the same start time) is read once.
+        let note = |start_time: i64, description: &str| crate::Annotation {
+            start_time,
+            description: description.into(),
+            ..crate::Annotation::default()
+        };
+        assert!(!r.has_annotations());
+        a.put_annotation(&note(100, "on a"))?;
+        b.put_annotation(&note(200, "on b"))?;
+        a.put_annotation(&note(300, "on both"))?;
+        b.put_annotation(&note(300, "on both"))?;
+        a.flush()?;
+        b.flush()?;
+        assert!(r.refresh()?);
+        assert!(r.has_annotations());
+        let described = |v: Vec<crate::Annotation>| -> Vec<String> {
+            v.into_iter().map(|a| a.description).collect()
+        };
+        assert_eq!(
+            described(r.annotations(None, 0, i64::MAX)?),
+            ["on a", "on b", "on both"]
+        );
+        assert_eq!(described(r.all_annotations()?).len(), 3);
+        let got = r.get_annotation(None, 200)?.map(|a| a.description);
+        assert_eq!(got.as_deref(), Some("on b"));
         Ok(())
     }
 }

@@ -946,7 +946,10 @@ impl Tsdb {
 
     /// The engine's counters, for `/metrics` and `/api/stats`.
     pub fn engine_stats(&self) -> EngineStats {
-        self.inner.store.db.stats()
+        match &self.inner.store.trees {
+            None => self.inner.store.db.stats(),
+            Some(trees) => crate::trees::merged_stats(&trees.set.read()),
+        }
     }
 
     /// Refuses a point of `tsuid` at `ts_ms` (sent as `timestamp`) older than its metric's

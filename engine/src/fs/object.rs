@@ -51,7 +51,7 @@ use std::fs::{self, File, OpenOptions};
 use std::future::Future;
 use std::io::{self, BufWriter, ErrorKind, Write};
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -229,35 +229,101 @@ impl Drop for IoRuntime {
     }
 }
 
-/// The LRU index of the disk cache.
+/// The LRU index of the disk cache, over every database sharing it.
 #[derive(Debug, Default)]
 struct CacheIndex {
-    /// Name → (bytes, last use).
-    files: HashMap<String, (u64, u64)>,
-    /// Last use → name.
-    lru: BTreeMap<u64, String>,
+    /// Path → (bytes, last use, namespace).
+    files: HashMap<PathBuf, (u64, u64, u64)>,
+    /// Last use → path.
+    lru: BTreeMap<u64, PathBuf>,
     used: u64,
+    /// Bytes by namespace.
+    used_by: HashMap<u64, u64>,
     tick: u64,
 }
 
-/// SST files on local disk, at most `capacity` bytes, least recently used evicted first.
+impl CacheIndex {
+    fn add(&mut self, path: PathBuf, len: u64, ns: u64) {
+        self.tick += 1;
+        let tick = self.tick;
+        if let Some((old_len, old_tick, old_ns)) = self.files.insert(path.clone(), (len, tick, ns))
+        {
+            self.forget(old_len, old_tick, old_ns);
+        }
+        self.lru.insert(tick, path);
+        self.used += len;
+        *self.used_by.entry(ns).or_default() += len;
+    }
+
+    fn drop_path(&mut self, path: &Path) {
+        if let Some((len, tick, ns)) = self.files.remove(path) {
+            self.forget(len, tick, ns);
+        }
+    }
+
+    fn forget(&mut self, len: u64, tick: u64, ns: u64) {
+        self.used -= len;
+        self.lru.remove(&tick);
+        if let Some(n) = self.used_by.get_mut(&ns) {
+            *n -= len;
+        }
+    }
+}
+
+/// The bound and the index, which the databases of a [`SharedDiskCache`] share.
+#[derive(Debug)]
+struct DiskCore {
+    capacity: u64,
+    index: Mutex<CacheIndex>,
+    /// The namespace the next database sharing the cache takes.
+    next_ns: AtomicU64,
+}
+
+/// An SST disk cache bound for several databases of one process: a read replica over
+/// partitioned writers opens one database per writer's tree, each caching in a directory of
+/// its own, and each would otherwise keep `cache_bytes` of its own
+/// (`ObjectStorage::shared_disk_cache`).
+#[derive(Debug, Clone)]
+pub struct SharedDiskCache(Arc<DiskCore>);
+
+impl SharedDiskCache {
+    /// A bound of `capacity_bytes` over every database opened with it.
+    pub fn new(capacity_bytes: u64) -> SharedDiskCache {
+        SharedDiskCache(Arc::new(DiskCore::new(capacity_bytes)))
+    }
+}
+
+impl DiskCore {
+    fn new(capacity: u64) -> DiskCore {
+        DiskCore {
+            capacity,
+            index: Mutex::new(CacheIndex::default()),
+            next_ns: AtomicU64::new(0),
+        }
+    }
+}
+
+/// One database's SST files on local disk, in `dir`: with the other databases of its core at
+/// most `capacity` bytes, least recently used evicted first.
 #[derive(Debug)]
 struct DiskCache {
     dir: PathBuf,
-    capacity: u64,
-    index: Mutex<CacheIndex>,
+    core: Arc<DiskCore>,
+    ns: u64,
 }
 
 impl DiskCache {
-    /// Indexes the SST files already in `dir`, deleting spooled and partial files.
-    fn open(dir: PathBuf, capacity: u64) -> Result<DiskCache> {
+    /// Indexes the SST files already in `dir`, deleting spooled and partial files: a cache of
+    /// `capacity` bytes of its own, or a share of `shared`.
+    fn open(dir: PathBuf, capacity: u64, shared: Option<&SharedDiskCache>) -> Result<DiskCache> {
         fs::create_dir_all(&dir)
             .map_err(|e| Error::io(format!("creating cache directory {}", dir.display()), e))?;
-        let cache = DiskCache {
-            dir,
-            capacity,
-            index: Mutex::new(CacheIndex::default()),
+        let core = match shared {
+            Some(s) => s.0.clone(),
+            None => Arc::new(DiskCore::new(capacity)),
         };
+        let ns = core.next_ns.fetch_add(1, Ordering::Relaxed);
+        let cache = DiskCache { dir, core, ns };
         let ctx = || format!("listing cache directory {}", cache.dir.display());
         let mut found = Vec::new();
         for entry in fs::read_dir(&cache.dir).map_err(|e| Error::io(ctx(), e))? {
@@ -289,17 +355,18 @@ impl DiskCache {
 
     /// Reads `len` bytes at `offset` of `name` if the cache holds it.
     fn read(&self, name: &str, offset: u64, len: usize) -> Option<Bytes> {
+        let path = self.path(name);
         {
-            let mut index = self.index.lock();
+            let mut index = self.core.index.lock();
             index.tick += 1;
             let tick = index.tick;
-            let (_, used) = index.files.get_mut(name)?;
+            let (_, used, _) = index.files.get_mut(&path)?;
             let old = std::mem::replace(used, tick);
             index.lru.remove(&old);
-            index.lru.insert(tick, name.to_owned());
+            index.lru.insert(tick, path.clone());
         }
         // Evicted meanwhile: the caller fetches it again.
-        let file = File::open(self.path(name)).ok()?;
+        let file = File::open(&path).ok()?;
         let mut buf = vec![0u8; len];
         file.read_exact_at(&mut buf, offset).ok()?;
         Some(Bytes::from(buf))
@@ -307,51 +374,46 @@ impl DiskCache {
 
     /// The size of `name` if cached.
     fn len_of(&self, name: &str) -> Option<u64> {
-        self.index.lock().files.get(name).map(|(len, _)| *len)
+        let path = self.path(name);
+        self.core.index.lock().files.get(&path).map(|f| f.0)
     }
 
-    /// Records the file `name` (already at its path) and evicts down to the bound.
+    /// Records the file `name` (already at its path) and evicts down to the bound, the least
+    /// recently used first, whichever database's it is.
     fn insert(&self, name: &str, len: u64) {
         let mut evicted = Vec::new();
         {
-            let mut index = self.index.lock();
-            index.tick += 1;
-            let tick = index.tick;
-            if let Some((old_len, old_tick)) = index.files.insert(name.to_owned(), (len, tick)) {
-                index.used -= old_len;
-                index.lru.remove(&old_tick);
-            }
-            index.lru.insert(tick, name.to_owned());
-            index.used += len;
-            while index.used > self.capacity {
+            let mut index = self.core.index.lock();
+            index.add(self.path(name), len, self.ns);
+            while index.used > self.core.capacity {
                 let Some((_, victim)) = index.lru.pop_first() else {
                     break;
                 };
-                if let Some((victim_len, _)) = index.files.remove(&victim) {
+                if let Some((victim_len, _, victim_ns)) = index.files.remove(&victim) {
                     index.used -= victim_len;
+                    if let Some(n) = index.used_by.get_mut(&victim_ns) {
+                        *n -= victim_len;
+                    }
                 }
                 evicted.push(victim);
             }
         }
         for victim in evicted {
-            let _ = fs::remove_file(self.path(&victim));
+            let _ = fs::remove_file(victim);
         }
     }
 
     /// Drops `name` from the cache.
     fn remove(&self, name: &str) {
-        {
-            let mut index = self.index.lock();
-            if let Some((len, tick)) = index.files.remove(name) {
-                index.used -= len;
-                index.lru.remove(&tick);
-            }
-        }
-        let _ = fs::remove_file(self.path(name));
+        let path = self.path(name);
+        self.core.index.lock().drop_path(&path);
+        let _ = fs::remove_file(path);
     }
 
+    /// Bytes of this database's files in the cache.
     fn used(&self) -> u64 {
-        self.index.lock().used
+        let index = self.core.index.lock();
+        index.used_by.get(&self.ns).copied().unwrap_or(0)
     }
 }
 
@@ -559,7 +621,7 @@ impl Shared {
             )
         })?;
         let len = bytes.len() as u64;
-        if len <= self.cache.capacity / 2 {
+        if len <= self.cache.core.capacity / 2 {
             // Threads fetching one file at once each write their own copy.
             static FETCHES: AtomicU64 = AtomicU64::new(0);
             let n = FETCHES.fetch_add(1, Ordering::Relaxed);
@@ -629,7 +691,11 @@ impl ObjectFs {
             .enable_all()
             .build()
             .map_err(|e| Error::io("starting the object-store runtime", e))?;
-        let cache = DiskCache::open(opts.cache_dir.clone(), opts.cache_bytes)?;
+        let cache = DiskCache::open(
+            opts.cache_dir.clone(),
+            opts.cache_bytes,
+            opts.shared_disk_cache.as_ref(),
+        )?;
         let prefix = opts.prefix.trim_matches('/').to_owned();
         Ok(ObjectFs {
             shared: Arc::new(Shared {
@@ -1160,11 +1226,11 @@ impl FileSystem for ObjectFs {
 
     fn prefetch(&self, files: &[(String, u64)]) {
         let cache = &self.shared.cache;
-        let mut budget = cache.capacity;
+        let mut budget = cache.core.capacity;
         let wanted: Vec<&str> = files
             .iter()
             .filter(|(name, bytes)| {
-                let fits = *bytes <= cache.capacity / 2 && *bytes <= budget;
+                let fits = *bytes <= cache.core.capacity / 2 && *bytes <= budget;
                 if fits {
                     budget -= bytes;
                 }
@@ -1262,7 +1328,7 @@ impl WritableFile for ObjectWritable {
             self.shared
                 .upload(&key, &self.spool, self.len, self.threshold)?;
             let cache = &self.shared.cache;
-            if self.len <= cache.capacity / 2 {
+            if self.len <= cache.core.capacity / 2 {
                 fs::rename(&self.spool, cache.path(&self.name))
                     .map_err(|e| Error::io(format!("caching {}", self.name), e))?;
                 cache.insert(&self.name, self.len);
@@ -1309,7 +1375,7 @@ impl RandomAccessFile for ObjectReadable {
             return Ok(bytes);
         }
         bump(&shared.counters.misses, 1);
-        if self.len > shared.cache.capacity / 2 {
+        if self.len > shared.cache.core.capacity / 2 {
             let store = shared.store.clone();
             let key = shared.sst_key(&self.name);
             bump(&shared.counters.gets, 1);

@@ -493,12 +493,13 @@ pub struct BucketTrees {
     prefix: String,
     /// Each tree's disk cache is a directory of its name under it.
     cache_dir: std::path::PathBuf,
-    cache_bytes: u64,
+    /// One bound over every tree's disk cache: the setting is the replica's, not per tree.
+    disk_cache: strata_engine::SharedDiskCache,
     rt: IoRuntime,
 }
 
 impl BucketTrees {
-    /// The trees under `prefix` in `store`, each with a disk cache of `cache_bytes`.
+    /// The trees under `prefix` in `store`, whose disk caches hold `cache_bytes` together.
     pub fn new(
         store: Arc<dyn ObjectStore>,
         prefix: &str,
@@ -510,7 +511,7 @@ impl BucketTrees {
             store,
             prefix: prefix.trim_matches('/').to_owned(),
             cache_dir,
-            cache_bytes,
+            disk_cache: strata_engine::SharedDiskCache::new(cache_bytes),
             rt,
         })
     }
@@ -536,14 +537,14 @@ impl strata_tsdb::TreeSource for BucketTrees {
         } else {
             format!("{}/{tree}", self.prefix)
         };
-        Ok(strata_engine::Storage::Object(
-            strata_engine::ObjectStorage::new(
-                self.store.clone(),
-                prefix,
-                self.cache_dir.join(tree),
-                self.cache_bytes,
-            ),
-        ))
+        let mut storage = strata_engine::ObjectStorage::new(
+            self.store.clone(),
+            prefix,
+            self.cache_dir.join(tree),
+            0,
+        );
+        storage.shared_disk_cache = Some(self.disk_cache.clone());
+        Ok(strata_engine::Storage::Object(storage))
     }
 }
 

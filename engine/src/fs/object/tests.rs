@@ -464,6 +464,19 @@ fn old_manifest_versions_are_deleted_keeping_the_newest() -> Result<()> {
     Ok(())
 }
 
+/// Bytes of the SST files in the disk cache directory `dir`.
+fn sst_bytes(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io("ls", e))? {
+        let entry = entry.map_err(|e| Error::io("ls", e))?;
+        // A compaction's output spooling meanwhile is not in the cache yet.
+        if entry.file_name().to_string_lossy().ends_with(".sst") {
+            total += entry.metadata().map_err(|e| Error::io("stat", e))?.len();
+        }
+    }
+    Ok(total)
+}
+
 #[test]
 fn the_disk_cache_stays_within_its_bound() -> Result<()> {
     let store = Arc::new(InMemory::new());
@@ -482,17 +495,7 @@ fn the_disk_cache_stays_within_its_bound() -> Result<()> {
         write_rows(&db, &t, round * 20..(round + 1) * 20, &value)?;
         db.flush()?;
     }
-    let on_disk = || -> Result<u64> {
-        let mut total = 0;
-        for entry in std::fs::read_dir(cache.path()).map_err(|e| Error::io("ls", e))? {
-            let entry = entry.map_err(|e| Error::io("ls", e))?;
-            // A compaction's output spooling meanwhile is not in the cache yet.
-            if entry.file_name().to_string_lossy().ends_with(".sst") {
-                total += entry.metadata().map_err(|e| Error::io("stat", e))?.len();
-            }
-        }
-        Ok(total)
-    };
+    let on_disk = || sst_bytes(cache.path());
     let listing = || {
         std::fs::read_dir(cache.path())
             .map(|d| {
@@ -682,5 +685,66 @@ fn a_synced_write_is_in_the_bucket_when_it_returns() -> Result<()> {
     let flushes = w.db.stats().flushes;
     w.db.write_sync(&b)?;
     assert_eq!(w.db.stats().flushes, flushes + 1);
+    Ok(())
+}
+
+#[test]
+fn databases_sharing_cache_bounds_stay_within_them_together() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let bound = 64 << 10;
+    let (disk, blocks) = (
+        crate::SharedDiskCache::new(bound),
+        crate::SharedBlockCache::new(1 << 20),
+    );
+    let mut dbs = Vec::new();
+    for prefix in ["db/a", "db/b"] {
+        let (dir, cache) = (tempdir()?, tempdir()?);
+        let mut o = ObjectStorage::new(store.clone(), prefix, cache.path(), 1 << 30);
+        o.shared_disk_cache = Some(disk.clone());
+        let opts = DbOptions {
+            shared_block_cache: Some(blocks.clone()),
+            ..options(o)
+        };
+        let db = Db::open(dir.path(), opts)?;
+        let t = db.open_table(
+            "t",
+            TableOptions {
+                compression: crate::options::Compression::None,
+                ..TableOptions::default()
+            },
+        )?;
+        dbs.push((db, t, [dir, cache]));
+    }
+    for round in 0..8u32 {
+        for (i, (db, t, _)) in dbs.iter().enumerate() {
+            let v = vec![i as u8; 1000];
+            write_rows(db, t, round * 20..(round + 1) * 20, &v)?;
+            db.flush()?;
+        }
+    }
+    let cached = |dbs: &[(Db, Table, [tempfile::TempDir; 2])]| -> Result<(u64, u64)> {
+        let mut files = 0;
+        let mut counted = 0;
+        for (db, _, dirs) in dbs {
+            files += sst_bytes(dirs[1].path())?;
+            counted += db.stats().object.disk_cache_bytes;
+        }
+        Ok((files, counted))
+    };
+    let (files, counted) = cached(&dbs)?;
+    assert!(
+        files <= bound && counted <= bound,
+        "{files} {counted} > {bound}"
+    );
+    // Both read back their own rows, not the other's (same file numbers, one block cache).
+    for (i, (db, t, _)) in dbs.iter().enumerate() {
+        assert_rows(db, t, 160, &vec![i as u8; 1000])?;
+    }
+    let (files, counted) = cached(&dbs)?;
+    assert!(
+        files <= bound && counted <= bound,
+        "{files} {counted} > {bound}"
+    );
+    assert!(counted > 0);
     Ok(())
 }
