@@ -11,7 +11,8 @@
 //! it (no epoch is claimed, nothing is written, a writer may keep running):
 //! `strata_engine::verify_object_store` reads the manifest versions and the SST objects, and
 //! `strata_tsdb::fsck` the tables over a read-only open of the bucket. Objects no manifest
-//! version names are warnings. `--fix` is refused on a bucket.
+//! version names are warnings. `--fix` is refused on a bucket. On a prefix of partitioned
+//! writers (`serve --salt-buckets`), every writer's tree is checked.
 //!
 //! Exit status, as e2fsck's: 0 no problems (warnings allowed), 1 problems found and all
 //! repaired, 4 problems left, 8 fsck itself failed.
@@ -47,10 +48,8 @@ const TSDB_ROUNDS: usize = 3;
 pub(crate) struct FsckArgs {
     #[command(flatten)]
     pub(crate) storage: StorageArgs,
-    /// Check a bucket (`--store s3://bucket/prefix`, `--s3-endpoint`, as `serve` takes them)
-    /// instead of a data directory.
     #[command(flatten)]
-    pub(crate) store: StoreArgs,
+    pub(crate) store: BucketArgs,
     /// Repair what can be repaired without guessing, moving what cannot be read to
     /// lost+found/ in the data directory. Asks first, unless --yes.
     #[arg(long)]
@@ -61,6 +60,34 @@ pub(crate) struct FsckArgs {
     /// Print at most this many problems; 0 prints all.
     #[arg(long, default_value_t = 20)]
     pub(crate) max_problems: usize,
+}
+
+/// The flags that name a bucket to check instead of a data directory: `serve`'s, without
+/// those that only a running server uses.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct BucketArgs {
+    /// Check the bucket `s3://bucket/prefix` (as `serve --store` names it) instead of a data
+    /// directory; on a prefix of partitioned writers, every writer's tree. Credentials come
+    /// from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN.
+    #[arg(long, env = "STRATA_STORE")]
+    pub(crate) store: Option<String>,
+    /// The S3 endpoint of a server other than AWS, as `serve --s3-endpoint` [default: AWS S3].
+    #[arg(long, env = "STRATA_S3_ENDPOINT")]
+    pub(crate) s3_endpoint: Option<String>,
+    /// The S3 region [default: AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1].
+    #[arg(long, env = "STRATA_S3_REGION")]
+    pub(crate) s3_region: Option<String>,
+}
+
+impl BucketArgs {
+    fn store_args(&self) -> StoreArgs {
+        StoreArgs {
+            store: self.store.clone(),
+            s3_endpoint: self.s3_endpoint.clone(),
+            s3_region: self.s3_region.clone(),
+            ..StoreArgs::default()
+        }
+    }
 }
 
 /// One problem or warning, as printed.
@@ -242,7 +269,8 @@ pub(crate) fn run(args: &FsckArgs) -> i32 {
 
 fn run_checked(args: &FsckArgs) -> anyhow::Result<i32> {
     let config = Config::resolve_storage(&args.storage)?;
-    if let Some(store) = StoreConfig::resolve(&args.store, &|k| std::env::var(k).ok())? {
+    let store_args = args.store.store_args();
+    if let Some(store) = StoreConfig::resolve(&store_args, &|k| std::env::var(k).ok())? {
         return check_bucket(args, store, &db_options(&config)?);
     }
     let dir = &config.data_dir;
@@ -299,6 +327,8 @@ fn run_checked(args: &FsckArgs) -> anyhow::Result<i32> {
 }
 
 /// `strata fsck --store`: checks the bucket, reading it as a replica does; see the module doc.
+/// On a prefix of partitioned writers (it holds salt bucket claims), each writer's tree is
+/// checked in turn.
 fn check_bucket(args: &FsckArgs, mut store: StoreConfig, opts: &DbOptions) -> anyhow::Result<i32> {
     anyhow::ensure!(
         !args.fix,
@@ -312,12 +342,60 @@ fn check_bucket(args: &FsckArgs, mut store: StoreConfig, opts: &DbOptions) -> an
         .enable_all()
         .build()?;
     let (bucket, _) = runtime.block_on(strata_server::store::open_store(&store))?;
+    let prefix = store.location.prefix();
+    let owners = runtime.block_on(strata_server::store::partition::salt_owners(
+        &*bucket, prefix,
+    ))?;
     drop(runtime);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    writeln!(out, "strata fsck {}", store.location)?;
+    let trees: Vec<String> = match owners {
+        None => vec![prefix.to_owned()],
+        Some((count, owners)) => {
+            let mut trees: Vec<String> = owners.iter().flatten().cloned().collect();
+            trees.sort();
+            trees.dedup();
+            let unclaimed = owners.iter().filter(|o| o.is_none()).count();
+            writeln!(
+                out,
+                "partitioned writers: {} trees over {count} salt buckets ({unclaimed} unclaimed)",
+                trees.len()
+            )?;
+            let under = |t: &String| match prefix.trim_matches('/') {
+                "" => t.clone(),
+                p => format!("{p}/{t}"),
+            };
+            trees.iter().map(under).collect()
+        }
+    };
+    let mut problems = 0;
+    for tree in &trees {
+        if trees.len() > 1 || *tree != store.location.prefix() {
+            writeln!(out, "tree {tree}:")?;
+        }
+        let check = check_tree(&bucket, tree, opts)?;
+        check.print(&mut out, args.max_problems)?;
+        problems += check.problems();
+    }
+    Ok(if problems == 0 {
+        EXIT_CLEAN
+    } else {
+        EXIT_PROBLEMS
+    })
+}
+
+/// Checks the database under `prefix` of `bucket`: its objects, then its tables.
+fn check_tree(
+    bucket: &std::sync::Arc<dyn strata_engine::object_store::ObjectStore>,
+    prefix: &str,
+    opts: &DbOptions,
+) -> anyhow::Result<Check> {
     let scratch = Scratch::new()?;
     let storage = |cache: &str| {
         strata_engine::ObjectStorage::new(
             bucket.clone(),
-            store.location.prefix(),
+            prefix,
             scratch.0.join(cache),
             BUCKET_CHECK_CACHE_BYTES,
         )
@@ -338,16 +416,7 @@ fn check_bucket(args: &FsckArgs, mut store: StoreConfig, opts: &DbOptions) -> an
                 .into(),
         )
     };
-    let check = Check { engine, tsdb };
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    writeln!(out, "strata fsck {}", store.location)?;
-    check.print(&mut out, args.max_problems)?;
-    Ok(if check.problems() == 0 {
-        EXIT_CLEAN
-    } else {
-        EXIT_PROBLEMS
-    })
+    Ok(Check { engine, tsdb })
 }
 
 /// The bound of the disk cache of the SST objects a bucket check reads: files past half of

@@ -397,7 +397,11 @@ fn an_s3_outage_holds_writes_back_then_flushes_resume_losing_nothing() -> anyhow
 }
 
 /// Runs `strata fsck --store s3://strata/<prefix>` against `seaweed`: (exit code, stdout).
-fn fsck_bucket(seaweed: &Seaweed, prefix: &str, extra: &[&str]) -> anyhow::Result<(i32, String)> {
+pub(crate) fn fsck_bucket(
+    seaweed: &Seaweed,
+    prefix: &str,
+    extra: &[&str],
+) -> anyhow::Result<(i32, String)> {
     let out = Command::new(env!("CARGO_BIN_EXE_strata"))
         .arg("fsck")
         .args(["--store", &format!("s3://{BUCKET}/{prefix}")])

@@ -297,5 +297,31 @@ fn a_read_replica_answers_over_every_writers_tree() -> anyhow::Result<()> {
     })?;
     let metrics = crate::s3::get_json(&r, "/api/suggest?type=metrics&q=rd.")?;
     assert_eq!(metrics, serde_json::json!(["rd.cpu", "rd.new"]));
+
+    // Each writer keeps the annotations posted to it; the replica reads both.
+    for (writer, start, text) in [(&a, 1_700_000_100, "on a"), (&b, 1_700_000_200, "on b")] {
+        let body = serde_json::json!({"startTime": start, "description": text}).to_string();
+        let (status, reply) = writer.http("POST", "/api/annotation", body.as_bytes())?;
+        anyhow::ensure!(status == 200, "{status} {reply}");
+    }
+    for (start, text) in [(1_700_000_100, "on a"), (1_700_000_200, "on b")] {
+        let path = format!("/api/annotation?start_time={start}");
+        crate::s3::eventually("the replica reads the annotation", || {
+            let (status, reply) = r.http("GET", &path, b"")?;
+            Ok(status == 200 && reply.contains(text))
+        })?;
+    }
+
+    // fsck of the prefix checks both writers' trees.
+    drop((a, b, r));
+    let (code, out) = crate::s3_faults::fsck_bucket(&seaweed, "readers", &[])?;
+    anyhow::ensure!(code == 0, "exit {code}: {out}");
+    anyhow::ensure!(
+        out.contains("partitioned writers: 2 trees over 20 salt buckets (0 unclaimed)")
+            && out.contains("tree readers/salts-000-009:")
+            && out.contains("tree readers/salts-010-019:")
+            && out.matches("clean").count() == 2,
+        "{out}"
+    );
     Ok(())
 }
