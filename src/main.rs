@@ -115,7 +115,7 @@ fn main() -> anyhow::Result<()> {
             let (lock, tsdb) = match &config.store {
                 Some(store) if store.salt_range.is_some() => open_partitioned(&config, store)?,
                 Some(store) => {
-                    let storage = object_storage(store, &config.data_dir)?;
+                    let storage = object_storage(store, open_bucket(store)?, &config.data_dir);
                     cli::open::open_locked_on(&config, storage)?
                 }
                 None => cli::open::open_locked_on(&config, strata_engine::Storage::Local)?,
@@ -157,24 +157,34 @@ fn serve_until_stopped(
     result
 }
 
-/// `serve --store`: checks the bucket with the start-up probe (a replica's reads only), then
-/// keeps the SSTs and the manifest there, with a disk cache in `data_dir/cache`.
-fn object_storage(
-    store: &strata_server::store::StoreConfig,
-    data_dir: &std::path::Path,
-) -> anyhow::Result<strata_engine::Storage> {
+/// Runs `fut` to completion on a runtime of its own, from a thread outside any runtime: for
+/// the object-store calls of start-up and of the offline commands.
+pub(crate) fn block_on<F: std::future::Future>(fut: F) -> anyhow::Result<F::Output> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (bucket, _report) = runtime.block_on(strata_server::store::open_store(store))?;
-    drop(runtime);
-    Ok(strata_engine::Storage::Object(
-        strata_engine::ObjectStorage::new(
-            bucket,
-            store.location.prefix(),
-            data_dir.join("cache"),
-            store.cache_disk_mb << 20,
-        ),
+    Ok(runtime.block_on(fut))
+}
+
+/// The bucket of `--store`, checked with the start-up probe (a replica's reads only).
+pub(crate) fn open_bucket(
+    store: &strata_server::store::StoreConfig,
+) -> anyhow::Result<std::sync::Arc<dyn strata_engine::object_store::ObjectStore>> {
+    Ok(block_on(strata_server::store::open_store(store))??.0)
+}
+
+/// `serve --store`: the SSTs and the manifest in `bucket`, with a disk cache in
+/// `data_dir/cache`.
+fn object_storage(
+    store: &strata_server::store::StoreConfig,
+    bucket: std::sync::Arc<dyn strata_engine::object_store::ObjectStore>,
+    data_dir: &std::path::Path,
+) -> strata_engine::Storage {
+    strata_engine::Storage::Object(strata_engine::ObjectStorage::new(
+        bucket,
+        store.location.prefix(),
+        data_dir.join("cache"),
+        store.cache_disk_mb << 20,
     ))
 }
 
@@ -192,15 +202,11 @@ fn open_partitioned(
     let buckets = config
         .salt_bucket_count
         .unwrap_or(partition::DEFAULT_SALT_BUCKETS);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let (bucket, _report) = runtime.block_on(strata_server::store::open_store(store))?;
+    let bucket = open_bucket(store)?;
     let prefix = store.location.prefix();
-    runtime.block_on(partition::claim_salt_range(
+    block_on(partition::claim_salt_range(
         &*bucket, prefix, range, buckets,
-    ))?;
-    drop(runtime);
+    ))??;
     let tree = partition::tree_prefix(prefix, range);
     tracing::info!(store = %store.location, tree, salt_buckets = %range, "partitioned writer");
     let allocator = std::sync::Arc::new(partition::BucketUidAllocator::new(

@@ -64,7 +64,7 @@ pub use fold::{FlushFold, FlushFolder, FoldEntry, FoldKind, FoldOut};
 pub use fs::fault::Faults;
 #[cfg(any(test, feature = "testing"))]
 pub use fs::fault::{Fault, FaultError, FaultFile, FaultOp};
-pub use fs::object::SharedDiskCache;
+pub use fs::object::{IoRuntime, SharedDiskCache};
 pub use object_store;
 pub use options::{
     Clock, Compression, DbOptions, FilterMode, ObjectStorage, Storage, SyncPolicy, SystemClock,

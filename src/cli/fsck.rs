@@ -338,15 +338,11 @@ fn check_bucket(args: &FsckArgs, mut store: StoreConfig, opts: &DbOptions) -> an
     );
     // Only reads: the start-up probe lists the prefix and writes nothing.
     store.read_only = true;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let (bucket, _) = runtime.block_on(strata_server::store::open_store(&store))?;
+    let bucket = crate::open_bucket(&store)?;
     let prefix = store.location.prefix();
-    let owners = runtime.block_on(strata_server::store::partition::salt_owners(
+    let owners = crate::block_on(strata_server::store::partition::salt_owners(
         &*bucket, prefix,
-    ))?;
-    drop(runtime);
+    ))??;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     writeln!(out, "strata fsck {}", store.location)?;

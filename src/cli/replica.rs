@@ -18,10 +18,11 @@ pub(crate) fn serve(config: Config) -> anyhow::Result<()> {
         .store
         .clone()
         .context("a read replica needs --store")?;
-    let storage = crate::object_storage(&store, &config.data_dir)?;
+    let bucket = crate::open_bucket(&store)?;
+    let storage = crate::object_storage(&store, bucket.clone(), &config.data_dir);
     // The replica's own directory: a writer elsewhere holds its own lock.
     let lock = DirLock::acquire(&config.data_dir)?;
-    let trees = partitioned_trees(&config, &store)?;
+    let trees = partitioned_trees(&config, &store, bucket)?;
     let opts = super::open::tsdb_options(&config, storage)?;
     let started = Instant::now();
     let mut logged: Option<Instant> = None;
@@ -71,15 +72,11 @@ pub(crate) fn serve(config: Config) -> anyhow::Result<()> {
 fn partitioned_trees(
     config: &Config,
     store: &strata_server::store::StoreConfig,
+    bucket: std::sync::Arc<dyn strata_engine::object_store::ObjectStore>,
 ) -> anyhow::Result<Option<std::sync::Arc<dyn strata_tsdb::TreeSource>>> {
     use strata_server::store::partition;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let (bucket, _report) = runtime.block_on(strata_server::store::open_store(store))?;
     let prefix = store.location.prefix();
-    let owners = runtime.block_on(partition::salt_owners(&*bucket, prefix))?;
-    drop(runtime);
+    let owners = crate::block_on(partition::salt_owners(&*bucket, prefix))??;
     if owners.is_none() {
         return Ok(None);
     }

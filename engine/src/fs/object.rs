@@ -216,10 +216,42 @@ fn bump(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
 }
 
-/// A tokio runtime that is shut down without waiting: the engine may be dropped on a thread
-/// of another runtime, where a blocking shutdown panics.
+/// A private tokio runtime for callers that block: [`IoRuntime::run`] waits on a std channel,
+/// never entering a runtime, so it may be called from a worker thread of another runtime. It
+/// is shut down without waiting, as the engine may be dropped on such a thread, where a
+/// blocking shutdown panics. The engine's object-store backend runs its requests on one; the
+/// server's object-store helpers (UID leases, bucket claims) on others.
 #[derive(Debug)]
-struct IoRuntime(Option<tokio::runtime::Runtime>);
+pub struct IoRuntime(Option<tokio::runtime::Runtime>);
+
+impl IoRuntime {
+    /// A runtime of `threads` worker threads named `name`.
+    pub fn start(name: &str, threads: usize) -> io::Result<IoRuntime> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name(name)
+            .enable_all()
+            .build()?;
+        Ok(IoRuntime(Some(rt)))
+    }
+
+    /// Runs `fut` on the runtime and waits for it from this thread.
+    pub fn run<T: Send + 'static>(
+        &self,
+        fut: impl Future<Output = T> + Send + 'static,
+    ) -> io::Result<T> {
+        let rt = self
+            .0
+            .as_ref()
+            .ok_or_else(|| io::Error::other("the I/O runtime is shut down"))?;
+        let (tx, rx) = mpsc::sync_channel(1);
+        rt.spawn(async move {
+            let _ = tx.send(fut.await);
+        });
+        rx.recv()
+            .map_err(|_| io::Error::other("the I/O task ended without a result"))
+    }
+}
 
 impl Drop for IoRuntime {
     fn drop(&mut self) {
@@ -457,17 +489,7 @@ impl Shared {
         &self,
         fut: impl Future<Output = T> + Send + 'static,
     ) -> io::Result<T> {
-        let rt = self
-            .rt
-            .0
-            .as_ref()
-            .ok_or_else(|| io::Error::other("the I/O runtime is shut down"))?;
-        let (tx, rx) = mpsc::sync_channel(1);
-        rt.spawn(async move {
-            let _ = tx.send(fut.await);
-        });
-        rx.recv()
-            .map_err(|_| io::Error::other("the object-store task ended without a result"))
+        self.rt.run(fut)
     }
 
     fn key(&self, dir: &str, name: &str) -> ObjectPath {
@@ -685,11 +707,7 @@ pub(crate) struct ObjectFs {
 impl ObjectFs {
     /// A backend for the database whose WAL is in `local`, as `role`.
     pub(crate) fn new(local: LocalFs, opts: ObjectStorage, role: Role) -> Result<ObjectFs> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("strata-object-io")
-            .enable_all()
-            .build()
+        let rt = IoRuntime::start("strata-object-io", 2)
             .map_err(|e| Error::io("starting the object-store runtime", e))?;
         let cache = DiskCache::open(
             opts.cache_dir.clone(),
@@ -701,7 +719,7 @@ impl ObjectFs {
             shared: Arc::new(Shared {
                 store: opts.store.clone(),
                 prefix,
-                rt: IoRuntime(Some(rt)),
+                rt,
                 counters: Counters::default(),
                 cache,
                 sizes: Mutex::new(HashMap::new()),

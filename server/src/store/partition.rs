@@ -40,13 +40,13 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::mpsc;
 
 use anyhow::Context;
 use bytes::Bytes;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use parking_lot::Mutex;
+use strata_engine::IoRuntime;
 use strata_tsdb::{MAX_UID, Uid, UidAllocator, UidKind};
 
 /// The salt bucket count when `salt_bucket_count` is not set (the tsdb's default).
@@ -290,48 +290,18 @@ pub async fn salt_owners(
     Ok(Some((count, owners)))
 }
 
-/// A runtime shut down without waiting: the tsdb may be dropped on a thread of another
-/// runtime, where a blocking shutdown panics.
-#[derive(Debug)]
-struct IoRuntime(Option<tokio::runtime::Runtime>);
-
-impl IoRuntime {
-    /// A one-thread runtime whose thread is named `name`.
-    fn start(name: &str) -> anyhow::Result<IoRuntime> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name(name)
-            .enable_all()
-            .build()
-            .with_context(|| format!("starting the runtime of {name}"))?;
-        Ok(IoRuntime(Some(rt)))
-    }
-
-    /// Runs `fut` on the runtime and waits for it from this thread, which may be an async
-    /// worker of another runtime.
-    fn run<T: Send + 'static>(
-        &self,
-        fut: impl Future<Output = anyhow::Result<T>> + Send + 'static,
-    ) -> anyhow::Result<T> {
-        let rt = self
-            .0
-            .as_ref()
-            .context("the private runtime is shut down")?;
-        let (tx, rx) = mpsc::sync_channel(1);
-        rt.spawn(async move {
-            let _ = tx.send(fut.await);
-        });
-        rx.recv()
-            .context("the private task ended without a result")?
-    }
+/// Starts a one-thread [`IoRuntime`] named `name`.
+fn io_runtime(name: &str) -> anyhow::Result<IoRuntime> {
+    IoRuntime::start(name, 1).with_context(|| format!("starting the runtime of {name}"))
 }
 
-impl Drop for IoRuntime {
-    fn drop(&mut self) {
-        if let Some(rt) = self.0.take() {
-            rt.shutdown_background();
-        }
-    }
+/// Runs `fut` on `rt` and waits for it from this thread, which may be an async worker of
+/// another runtime.
+fn run_on<T: Send + 'static>(
+    rt: &IoRuntime,
+    fut: impl Future<Output = anyhow::Result<T>> + Send + 'static,
+) -> anyhow::Result<T> {
+    rt.run(fut).context("the private runtime")?
 }
 
 /// The UIDs of one kind leased to this writer.
@@ -377,7 +347,7 @@ impl BucketUidAllocator {
         lease_uids: u32,
     ) -> anyhow::Result<BucketUidAllocator> {
         anyhow::ensure!(lease_uids > 0, "a lease holds at least one UID");
-        let rt = IoRuntime::start("strata-uid-alloc")?;
+        let rt = io_runtime("strata-uid-alloc")?;
         Ok(BucketUidAllocator {
             store,
             prefix: prefix.trim_matches('/').to_owned(),
@@ -393,7 +363,7 @@ impl BucketUidAllocator {
         &self,
         fut: impl Future<Output = anyhow::Result<T>> + Send + 'static,
     ) -> anyhow::Result<T> {
-        self.rt.run(fut)
+        run_on(&self.rt, fut)
     }
 
     fn kind_key(&self, kind: UidKind, rest: &str) -> ObjectPath {
@@ -506,7 +476,7 @@ impl BucketTrees {
         cache_dir: std::path::PathBuf,
         cache_bytes: u64,
     ) -> anyhow::Result<BucketTrees> {
-        let rt = IoRuntime::start("strata-trees")?;
+        let rt = io_runtime("strata-trees")?;
         Ok(BucketTrees {
             store,
             prefix: prefix.trim_matches('/').to_owned(),
@@ -520,8 +490,7 @@ impl BucketTrees {
 impl strata_tsdb::TreeSource for BucketTrees {
     fn owners(&self) -> strata_tsdb::Result<Vec<Option<String>>> {
         let (store, prefix) = (self.store.clone(), self.prefix.clone());
-        self.rt
-            .run(async move { salt_owners(&*store, &prefix).await })
+        run_on(&self.rt, async move { salt_owners(&*store, &prefix).await })
             .map(|o| o.map(|(_, owners)| owners).unwrap_or_default())
             .map_err(|e| {
                 strata_tsdb::Error::Engine(strata_engine::Error::Io {
