@@ -808,10 +808,14 @@ impl ObjectFs {
         ))
     }
 
-    /// Fails if the local WAL holds records written under an epoch other than `head_epoch`
-    /// (the newest version's): a newer writer took over the prefix since, so those writes
+    /// Fails if the local WAL holds records written under an epoch other than the head's
+    /// (the newest version's), unless every version since that epoch's last one is a bare
+    /// claim: a newer writer that wrote anything since took over the prefix, so those writes
     /// never reached the bucket, and the manifest's WAL position is the other writer's.
-    fn check_local_wal(&self, head_epoch: u64) -> Result<()> {
+    /// Bare claims change neither (a writer that opened and wrote nothing, or this writer's
+    /// own claim when it crashed before recording it here), so the WAL is still this
+    /// writer's to replay.
+    fn check_local_wal(&self, head: Option<&VersionRecord>) -> Result<()> {
         let root = self.local.root();
         let path = root.join(EPOCH_FILE);
         let wrote = match fs::read(&path) {
@@ -819,7 +823,8 @@ impl ObjectFs {
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
         };
-        if wrote == head_epoch {
+        let head_epoch = head.map_or(0, |r| r.epoch);
+        if wrote == head_epoch || self.only_claims_since(head, wrote)? {
             return Ok(());
         }
         for (_, name) in crate::wal::recovery::list_segments(&self.local)? {
@@ -840,11 +845,43 @@ impl ObjectFs {
         Ok(())
     }
 
+    /// Whether the versions from the last one of epoch `wrote` up to `head` are, after it,
+    /// only claims: each the one before with nothing changed but the file id counter. False
+    /// when a version on the way is gone or the walk is long.
+    fn only_claims_since(&self, head: Option<&VersionRecord>, wrote: u64) -> Result<bool> {
+        /// Claims in a row worth looking through: writers that start and stop without
+        /// writing are few.
+        const MAX_CLAIMS: usize = 8;
+        let Some(mut later) = head.cloned() else {
+            return Ok(false);
+        };
+        for _ in 0..MAX_CLAIMS {
+            if later.epoch <= wrote || later.version <= 1 {
+                return Ok(false);
+            }
+            let Some(earlier) = self.read_version(later.version - 1)? else {
+                return Ok(false);
+            };
+            let bare = Manifest {
+                next_file_id: earlier.manifest.next_file_id,
+                ..later.manifest.clone()
+            };
+            if bare != earlier.manifest || earlier.epoch >= later.epoch {
+                return Ok(false);
+            }
+            if earlier.epoch == wrote {
+                return Ok(true);
+            }
+            later = earlier;
+        }
+        Ok(false)
+    }
+
     /// Claims the next version with a new epoch (a writer's open).
     fn claim(&self) -> Result<Manifest> {
         for _ in 0..CLAIM_ATTEMPTS {
             let head = self.read_head()?;
-            self.check_local_wal(head.as_ref().map_or(0, |r| r.epoch))?;
+            self.check_local_wal(head.as_ref())?;
             let (version, epoch, mut manifest) = match head {
                 Some(r) => (r.version + 1, r.epoch + 1, r.manifest),
                 None => (

@@ -590,31 +590,47 @@ fn synced_writes_check_the_manifest_head() -> Result<()> {
     Ok(())
 }
 
+/// A writer's data and cache directories, to open it on again and again.
+struct WriterDirs([tempfile::TempDir; 2]);
+
+impl WriterDirs {
+    fn new() -> Result<WriterDirs> {
+        Ok(WriterDirs([tempdir()?, tempdir()?]))
+    }
+
+    fn open(&self, store: &Arc<InMemory>) -> Result<Db> {
+        let [dir, cache] = &self.0;
+        Db::open(dir.path(), options(storage(store, cache.path(), 1 << 30)))
+    }
+}
+
+/// Writes rows `0..10` of table `t` as `a`, flushes, writes them again as `unflushed` and
+/// closes `db`: the second rows are only in its WAL.
+fn leave_unflushed_rows(db: Db) -> Result<()> {
+    let t = db.open_table("t", TableOptions::default())?;
+    write_rows(&db, &t, 0..10, b"a")?;
+    db.flush()?;
+    write_rows(&db, &t, 0..10, b"unflushed")?;
+    db.close()
+}
+
 #[test]
 fn a_writer_whose_wal_was_superseded_does_not_replay_it() -> Result<()> {
     let store = Arc::new(InMemory::new());
-    let (dir_a, cache_a) = (tempdir()?, tempdir()?);
-    let open_a = || {
-        Db::open(
-            dir_a.path(),
-            options(storage(&store, cache_a.path(), 1 << 30)),
-        )
-    };
-    {
-        let a = open_a()?;
-        let t = a.open_table("t", TableOptions::default())?;
-        write_rows(&a, &t, 0..10, b"a")?;
-        a.flush()?;
-        write_rows(&a, &t, 0..10, b"unflushed")?;
-        a.close()?;
-    }
+    let dirs = WriterDirs::new()?;
+    let open_a = || dirs.open(&store);
+    leave_unflushed_rows(open_a()?)?;
     // A restart of the last writer replays its WAL.
     {
         let a = open_a()?;
         assert_rows(&a, &table(&a, "t")?, 10, b"unflushed")?;
     }
+    // A newer writer that writes takes the prefix over: a's WAL is no longer a's to replay.
     let b = node(&store, false)?;
-    assert_rows(&b.db, &table(&b.db, "t")?, 10, b"a")?;
+    let tb = table(&b.db, "t")?;
+    assert_rows(&b.db, &tb, 10, b"a")?;
+    write_rows(&b.db, &tb, 20..21, b"b")?;
+    b.db.flush()?;
     match open_a() {
         Err(Error::InvalidArgument(msg)) => assert!(msg.contains("epoch 3"), "{msg}"),
         other => panic!("expected a refusal, got {other:?}"),
@@ -623,6 +639,23 @@ fn a_writer_whose_wal_was_superseded_does_not_replay_it() -> Result<()> {
     let mut bad = encode_epoch(7);
     bad[9] ^= 1;
     assert!(matches!(decode_epoch(&bad), Err(Error::Corruption { .. })));
+    Ok(())
+}
+
+/// A newer epoch that only claimed the prefix (a writer that opened and wrote nothing, or
+/// this writer's own claim cut short by a crash before it recorded the epoch locally) leaves
+/// the manifest's WAL position as it was: the writer's WAL is still its own to replay.
+#[test]
+fn a_wal_survives_later_claims_that_wrote_nothing() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let dirs = WriterDirs::new()?;
+    let open_a = || dirs.open(&store);
+    leave_unflushed_rows(open_a()?)?;
+    for _ in 0..2 {
+        drop(node(&store, false)?);
+    }
+    let a = open_a()?;
+    assert_rows(&a, &table(&a, "t")?, 10, b"unflushed")?;
     Ok(())
 }
 
