@@ -67,7 +67,25 @@ impl Db {
     /// its files: new ones are opened (fetched through the disk cache), removed ones dropped.
     /// True if the file set changed. On a writer it does nothing.
     pub fn refresh(&self) -> Result<bool> {
-        self.inner.refresh()
+        Ok(self.inner.refresh()?.is_some())
+    }
+
+    /// [`Db::refresh`], telling which tables it changed: `None` when the file set did not
+    /// move, else the tables that gained or lost a file (flushed or compacted; possibly
+    /// none), so a caller that derives state from some tables reloads it only when theirs
+    /// changed.
+    pub fn refresh_changes(&self) -> Result<Option<Vec<Table>>> {
+        let Some(ids) = self.inner.refresh()? else {
+            return Ok(None);
+        };
+        let tables = self.inner.tables.read();
+        Ok(Some(
+            tables
+                .values()
+                .filter(|t| ids.contains(&t.id()))
+                .cloned()
+                .collect(),
+        ))
     }
 
     /// Opens the table `name`, creating it with `opts` if it does not exist.

@@ -1,7 +1,7 @@
 //! A read-only follower of an object-store prefix (`Db::open_read_only`) follows the writer by
 //! re-reading the newest manifest version and swapping in its file set.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -17,31 +17,48 @@ impl Inner {
     /// true if it did. Files it names that are already open are kept, new ones are opened
     /// (which fetches them through the disk cache), and the rest are dropped with their cached
     /// blocks and their copies on disk.
-    pub(crate) fn refresh(&self) -> Result<bool> {
+    /// The ids of the tables whose files changed (a file added or dropped), or `None` when
+    /// the manifest had not moved.
+    pub(crate) fn refresh(&self) -> Result<Option<BTreeSet<u32>>> {
         if !self.follower {
-            return Ok(false);
+            return Ok(None);
         }
         let Some(next) = self.fs.refresh_manifest()? else {
-            return Ok(false);
+            return Ok(None);
         };
         let applied = self.apply_manifest(next);
         self.fs.manifest_applied(applied.is_ok());
-        applied.map(|()| true)
+        applied.map(Some)
     }
 
-    /// Swaps in the file set of `next`, a newer manifest version. On an error (a new file
-    /// that could not be fetched) nothing changed.
-    fn apply_manifest(&self, next: crate::manifest::Manifest) -> Result<()> {
+    /// Swaps in the file set of `next`, a newer manifest version; answers the ids of the
+    /// tables whose files changed. On an error (a new file that could not be fetched) nothing
+    /// changed.
+    fn apply_manifest(&self, next: crate::manifest::Manifest) -> Result<BTreeSet<u32>> {
         let mut manifest = self.manifest.lock();
         let current = self.state.read().clone();
-        let open: HashMap<u64, Arc<SstReader>> = current
+        let open: HashMap<u64, (u32, Arc<SstReader>)> = current
             .files
             .tables
-            .values()
-            .flatten()
-            .flatten()
-            .map(|r| (r.file_id(), r.clone()))
+            .iter()
+            .flat_map(|(table, levels)| {
+                levels
+                    .iter()
+                    .flatten()
+                    .map(move |r| (r.file_id(), (*table, r.clone())))
+            })
             .collect();
+        let mut changed: BTreeSet<u32> = next
+            .files
+            .iter()
+            .filter(|f| !open.contains_key(&f.id))
+            .map(|f| f.table)
+            .collect();
+        changed.extend(
+            open.iter()
+                .filter(|(id, _)| !next.files.iter().any(|f| f.id == **id))
+                .map(|(_, (table, _))| *table),
+        );
         let new: Vec<(String, u64)> = next
             .files
             .iter()
@@ -52,7 +69,7 @@ impl Inner {
         let mut files = Files::default();
         for f in &next.files {
             let reader = match open.get(&f.id) {
-                Some(r) => r.clone(),
+                Some((_, r)) => r.clone(),
                 None => Arc::new(SstReader::open(
                     self.fs.open(&sst_file_name(f.id))?,
                     f.id,
@@ -89,6 +106,6 @@ impl Inner {
             self.fs.forget(&sst_file_name(*id));
         }
         *manifest = next;
-        Ok(())
+        Ok(changed)
     }
 }

@@ -232,6 +232,7 @@ struct EngineGauges {
     replica_refreshes: IntGauge,
     replica_refresh_errors: IntGauge,
     replica_changes: IntGauge,
+    replica_loads: IntGauge,
     replica_refresh_age: Gauge,
     replica_load_seconds: Gauge,
 }
@@ -509,6 +510,11 @@ impl Metrics {
                 "strata_store_replica_changes",
                 "Refreshes of a read replica that found newly flushed or compacted files.",
             )?,
+            replica_loads: b.gauge(
+                "strata_store_replica_loads",
+                "Loads of a read replica's UID maps and series index, done when names, series \
+                 or newest points changed; new data rows alone need none.",
+            )?,
             replica_refresh_age: b.gauge_f(
                 "strata_store_replica_refresh_age_seconds",
                 "Seconds since a read replica's last successful refresh (0 on a writer).",
@@ -752,6 +758,7 @@ impl Metrics {
         g.replica_refreshes.set(gauge_value(r.refreshes));
         g.replica_refresh_errors.set(gauge_value(r.errors));
         g.replica_changes.set(gauge_value(r.changes));
+        g.replica_loads.set(gauge_value(r.loads));
         let age_ms = replica.map_or(0, |r| {
             tsdb.options().clock.now_ms().saturating_sub(r.last_ok_ms)
         });

@@ -2,8 +2,9 @@
 //! ([`Tsdb::open_read_only`]), which [`Tsdb::refresh`] keeps up with the writer.
 //!
 //! A replica serves what the writer has flushed: the files of the newest manifest version. When
-//! a refresh finds a new file set, the UID maps and then the series index are loaded again from
-//! the new files and swapped in. A query sees the old or the new index, never a mix: names are
+//! a refresh finds that the files of the UID or meta table changed, the UID maps and then the
+//! series index are loaded again from the new files and swapped in; new data rows alone are
+//! read as they are, with no load. A query sees the old or the new index, never a mix: names are
 //! swapped before the index (a series the new index holds has its names), and the engine's
 //! files before both (a series the old index holds still has its rows, or none, which reads as
 //! no points). A UID renamed on the writer changes its name here with the next refresh.
@@ -43,6 +44,7 @@ pub(crate) struct Replica {
     stale: AtomicBool,
     refreshes: AtomicU64,
     changes: AtomicU64,
+    loads: AtomicU64,
     errors: AtomicU64,
     last_ok_ms: AtomicU64,
     last_load_micros: AtomicU64,
@@ -53,8 +55,12 @@ pub(crate) struct Replica {
 pub struct ReplicaStats {
     /// Refreshes that read the manifest head without an error.
     pub refreshes: u64,
-    /// Refreshes that found a new file set and loaded it.
+    /// Refreshes that found a new file set.
     pub changes: u64,
+    /// Loads of the UID maps and the series index, done when the files of the tables they
+    /// come from changed (new names, series, dirty markers or newest points): a flush of
+    /// data rows alone needs none.
+    pub loads: u64,
     /// Refreshes that failed; the replica went on serving what it had.
     pub errors: u64,
     /// When the last refresh succeeded, ms since the epoch by the tsdb's clock (the open
@@ -135,22 +141,32 @@ impl Tsdb {
 
     fn refresh_locked(&self, r: &Replica) -> Result<bool> {
         let store = self.store();
-        match &store.trees {
-            None => {
-                if store.db.refresh()? {
-                    r.stale.store(true, Relaxed);
+        let moved = match &store.trees {
+            None => match store.db.refresh_changes()? {
+                Some(tables) => {
+                    if tables.contains(self.uids().table()) || tables.contains(&store.meta) {
+                        r.stale.store(true, Relaxed);
+                    }
+                    true
                 }
-            }
+                None => false,
+            },
             Some(trees) => {
-                let (moved, result) = trees.refresh();
-                if moved {
+                let (moved, names_moved, result) = trees.refresh();
+                if names_moved {
                     r.stale.store(true, Relaxed);
                 }
                 result?;
+                moved
             }
-        }
+        };
         if !r.stale.load(Relaxed) {
-            return Ok(false);
+            if moved {
+                // The order of `refine_last`, which updates newest points under both.
+                let _writes = store.writes.lock();
+                self.index().write().forget_exact_lasts();
+            }
+            return Ok(moved);
         }
         let started = Instant::now();
         // Names first: a series in the new index must find its names (see the module doc).
@@ -168,6 +184,7 @@ impl Tsdb {
         }
         self.forget_cached_series();
         r.stale.store(false, Relaxed);
+        r.loads.fetch_add(1, Relaxed);
         r.last_load_micros
             .store(started.elapsed().as_micros() as u64, Relaxed);
         Ok(true)
@@ -178,6 +195,7 @@ impl Tsdb {
         self.replica().map(|r| ReplicaStats {
             refreshes: r.refreshes.load(Relaxed),
             changes: r.changes.load(Relaxed),
+            loads: r.loads.load(Relaxed),
             errors: r.errors.load(Relaxed),
             last_ok_ms: r.last_ok_ms.load(Relaxed),
             last_load_micros: r.last_load_micros.load(Relaxed),

@@ -126,6 +126,14 @@ impl SeriesIndex {
         }
     }
 
+    /// Marks every newest point as a lower bound, to be read from its row again: new data
+    /// rows arrived (a replica's refresh) that may hold newer points.
+    pub(crate) fn forget_exact_lasts(&mut self) {
+        for s in &mut self.series {
+            s.last_exact = false;
+        }
+    }
+
     /// Number of series ids given out, deleted series' included.
     pub(crate) fn len(&self) -> usize {
         self.series.len()

@@ -175,15 +175,20 @@ impl Trees {
     }
 
     /// Refreshes every open tree and, while a bucket has no open tree, looks for new ones.
-    /// Whether any file set changed, and the first error: a tree that failed does not keep
-    /// the others from moving on, and their change is not lost to the error.
-    pub(crate) fn refresh(&self) -> (bool, Result<()>) {
+    /// Whether any file set changed, whether any UID or meta table's did (or a tree was
+    /// added), and the first error: a tree that failed does not keep the others from moving
+    /// on, and their change is not lost to the error.
+    pub(crate) fn refresh(&self) -> (bool, bool, Result<()>) {
         let set = self.set.read().clone();
-        let mut changed = false;
+        let (mut changed, mut names_changed) = (false, false);
         let mut result = Ok(());
         for t in &set.trees {
-            match t.db.refresh() {
-                Ok(moved) => changed |= moved,
+            match t.db.refresh_changes() {
+                Ok(Some(tables)) => {
+                    changed = true;
+                    names_changed |= tables.contains(&t.uid) || tables.contains(&t.meta);
+                }
+                Ok(None) => {}
                 Err(e) => {
                     if result.is_ok() {
                         result = Err(e.into());
@@ -195,7 +200,10 @@ impl Trees {
         let all_open = !set.of_salt.is_empty() && set.of_salt.iter().all(Option::is_some);
         if !all_open {
             match self.discover() {
-                Ok(added) => changed |= added,
+                Ok(added) => {
+                    changed |= added;
+                    names_changed |= added;
+                }
                 Err(e) => {
                     if result.is_ok() {
                         result = Err(e);
@@ -203,7 +211,7 @@ impl Trees {
                 }
             }
         }
-        (changed, result)
+        (changed, names_changed, result)
     }
 
     /// Loads the UID maps of every tree, their union, into `uids`, then returns the trees'

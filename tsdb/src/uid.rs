@@ -170,6 +170,11 @@ impl UidTable {
         Ok(())
     }
 
+    /// The engine table the maps are read from.
+    pub(crate) fn table(&self) -> &Table {
+        &self.table
+    }
+
     /// The UID of `name`, if assigned.
     pub(crate) fn get(&self, kind: UidKind, name: &str) -> Option<Uid> {
         self.maps[kind.index()].read().by_name.get(name).copied()

@@ -130,7 +130,12 @@ fn a_replica_follows_the_writers_flushes_with_new_names_and_series() -> Result<(
     assert!(r.refresh()?);
     assert_eq!(points(r, "m.one")?, vec![want("a", 40), want("b", 5)]);
     let stats = r.replica_stats().ok_or(no_database_yet())?;
-    assert_eq!((stats.refreshes, stats.changes, stats.errors), (5, 3, 0));
+    // Names and series were loaded again for the new series and after the row compaction
+    // (its dirty markers went), not for the new points of a known series in its open row.
+    assert_eq!(
+        (stats.refreshes, stats.changes, stats.loads, stats.errors),
+        (5, 3, 2, 0)
+    );
     assert_eq!(w.tsdb.replica_stats(), None);
     assert!(!w.tsdb.refresh()?, "a writer has nothing to refresh");
     Ok(())
