@@ -37,6 +37,9 @@ pub(crate) struct BlockKey {
     pub(crate) file_id: u64,
     /// The block's offset in the file.
     pub(crate) offset: u64,
+    /// The namespace of the database the file belongs to, set by the cache: databases that
+    /// share one have file ids in common.
+    pub(crate) ns: u64,
 }
 
 /// A multiply-rotate hash for [`BlockKey`]s: they are not attacker-chosen, so SipHash's cost
@@ -77,15 +80,12 @@ pub(crate) struct CacheStats {
 #[derive(Debug)]
 pub(crate) struct BlockCache {
     core: Arc<Core>,
-    /// This database's share of the key space: its file ids carry it in their top bits, so
-    /// the databases of one [`SharedBlockCache`] never see each other's blocks.
+    /// This database's share of the key space ([`BlockKey::ns`]), so the databases of one
+    /// [`SharedBlockCache`] never see each other's blocks.
     ns: u64,
     hits: AtomicU64,
     misses: AtomicU64,
 }
-
-/// Bits of a key's file id left to the file number; the namespace takes the rest.
-const NS_SHIFT: u32 = 48;
 
 /// The shards and the bound, which the handles of a [`SharedBlockCache`] share.
 #[derive(Debug)]
@@ -151,7 +151,7 @@ impl BlockCache {
 
     /// A database's handle on `shared`, with a namespace of its own.
     pub(crate) fn sharing(shared: &SharedBlockCache) -> BlockCache {
-        let ns = shared.0.next_ns.fetch_add(1, Ordering::Relaxed) & 0xffff;
+        let ns = shared.0.next_ns.fetch_add(1, Ordering::Relaxed);
         BlockCache::on(shared.0.clone(), ns)
     }
 
@@ -167,8 +167,8 @@ impl BlockCache {
     /// `key` in the shared key space.
     fn scoped(&self, key: &BlockKey) -> BlockKey {
         BlockKey {
-            file_id: key.file_id | (self.ns << NS_SHIFT),
-            offset: key.offset,
+            ns: self.ns,
+            ..*key
         }
     }
 
@@ -251,15 +251,15 @@ impl BlockCache {
 
     /// Drops every block of `file_id` (when the file is deleted).
     pub(crate) fn evict_file(&self, file_id: u64) {
-        let file_id = file_id | (self.ns << NS_SHIFT);
-        self.evict_where(|k| k.file_id == file_id);
+        let ns = self.ns;
+        self.evict_where(|k| k.ns == ns && k.file_id == file_id);
     }
 
     /// Drops every block of this database (an operator's `dropcaches`). Readers holding a
     /// block keep it; the next lookup reads it from its file again.
     pub(crate) fn clear(&self) {
         let ns = self.ns;
-        self.evict_where(|k| k.file_id >> NS_SHIFT == ns);
+        self.evict_where(|k| k.ns == ns);
     }
 
     fn evict_where(&self, drop: impl Fn(&BlockKey) -> bool) {
@@ -294,7 +294,11 @@ mod tests {
     use super::*;
 
     fn key(file_id: u64, offset: u64) -> BlockKey {
-        BlockKey { file_id, offset }
+        BlockKey {
+            file_id,
+            offset,
+            ns: 0,
+        }
     }
 
     #[test]
@@ -374,6 +378,11 @@ mod tests {
             (value(&a).as_deref(), value(&b).as_deref()),
             (Some(&1), Some(&2))
         );
+        // File ids of late epochs use high bits (`epoch << 40`): still apart.
+        let c = BlockCache::sharing(&shared);
+        c.insert(key(3 << 48 | 1, 0), Arc::new(3u8), 10);
+        assert!(a.get(&key(3 << 48 | 1, 0)).is_none() && b.get(&key(1, 0)).is_some());
+        c.clear();
         // One shard's bound for both: a third block evicts the least recently used, a's.
         b.insert(key(1, 1), block.clone(), 300);
         assert!(a.get(&key(1, 0)).is_none());

@@ -254,6 +254,7 @@ impl SstReader {
         BlockKey {
             file_id: self.file_id,
             offset: h.offset,
+            ns: 0,
         }
     }
 
