@@ -156,15 +156,19 @@ impl Tsdb {
                 if names_moved {
                     r.stale.store(true, Relaxed);
                 }
-                result?;
+                if let Err(e) = result {
+                    // The trees that moved show their new rows already.
+                    if moved {
+                        self.forget_exact_lasts();
+                    }
+                    return Err(e);
+                }
                 moved
             }
         };
         if !r.stale.load(Relaxed) {
             if moved {
-                // The order of `refine_last`, which updates newest points under both.
-                let _writes = store.writes.lock();
-                self.index().write().forget_exact_lasts();
+                self.forget_exact_lasts();
             }
             return Ok(moved);
         }
@@ -188,6 +192,14 @@ impl Tsdb {
         r.last_load_micros
             .store(started.elapsed().as_micros() as u64, Relaxed);
         Ok(true)
+    }
+
+    /// Makes every cached newest point a lower bound, read from its row again: new data rows
+    /// are visible that may hold newer points.
+    fn forget_exact_lasts(&self) {
+        // The order of `refine_last`, which updates newest points under both.
+        let _writes = self.store().writes.lock();
+        self.index().write().forget_exact_lasts();
     }
 
     /// A read replica's refresh counters; `None` on a writer.
