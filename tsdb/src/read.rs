@@ -14,6 +14,7 @@ use crate::point_columns::{ColumnKind, PointColumns};
 use crate::rowkey::{ROW_SPAN_SECS, Tsuid, base_time_of};
 #[cfg(test)]
 use crate::series_index::SeriesIndex;
+use crate::trees::DataView;
 use crate::tsdb::{SeriesInfo, Tsdb};
 use crate::value::Value;
 
@@ -255,14 +256,25 @@ impl Tsdb {
         let fetch_start = policy
             .oldest_kept_ms()
             .map_or(start_ms, |f| start_ms.max(f));
-        let view = self.store().data_view();
-        let mut rows = self.fetcher().fetch_rows(
-            &view,
-            ids,
-            fetch_start,
-            end_ms,
-            (plan, req.request_series_hours),
-        )?;
+        let fetch = |view: &DataView| {
+            self.fetcher().fetch_rows(
+                view,
+                ids,
+                fetch_start,
+                end_ms,
+                (plan, req.request_series_hours),
+            )
+        };
+        let mut rows = match fetch(&self.store().data_view()) {
+            // A replica that fell behind the writer's deletes reads from files that are gone:
+            // it takes in the writer's newest files and reads again (the series index stays,
+            // so `ids` name the same series).
+            Err(e) if self.is_read_only() && is_missing_object(&e) => {
+                self.catch_up_files()?;
+                fetch(&self.store().data_view())?
+            }
+            other => other?,
+        };
         // Group the rows by series, keeping each series' rows in the order they came (hour
         // order, from both plans), so every series is decoded into one exactly sized vector.
         rows.sort_by_key(|r| r.id);
@@ -548,6 +560,16 @@ fn check_row_hour(base_time: u32, ends: (Option<i64>, Option<i64>)) -> Result<()
         &base_time.to_be_bytes(),
         format!("point at {bad} ms lies outside the row's hour"),
     ))
+}
+
+/// Whether `e` is a read of an object the store no longer has (the engine's I/O error of
+/// kind `NotFound`, not a missing table).
+fn is_missing_object(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Engine(strata_engine::Error::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound
+    )
 }
 
 #[cfg(test)]

@@ -140,6 +140,30 @@ impl Tsdb {
     }
 
     fn refresh_locked(&self, r: &Replica) -> Result<bool> {
+        let moved = self.move_files(r)?;
+        if !r.stale.load(Relaxed) {
+            return Ok(moved);
+        }
+        self.load_names_and_index(r)?;
+        Ok(true)
+    }
+
+    /// On a replica whose files the writer has deleted since (superseded for longer than the
+    /// writer's delete delay, while the replica's refreshes failed or lagged): takes in the
+    /// writer's newest files, as a refresh does, but leaves the names and the series index
+    /// for the next refresh, so that series ids a read holds keep naming the same series.
+    pub(crate) fn catch_up_files(&self) -> Result<bool> {
+        let Some(r) = self.replica() else {
+            return Ok(false);
+        };
+        let _one = r.refreshing.lock();
+        self.move_files(r)
+    }
+
+    /// Swaps in the writer's newest files; marks the names and index stale when the UID or
+    /// meta table moved, and every newest point a lower bound when anything did. True if
+    /// the files moved.
+    fn move_files(&self, r: &Replica) -> Result<bool> {
         let store = self.store();
         let moved = match &store.trees {
             None => match store.db.refresh_changes()? {
@@ -166,12 +190,15 @@ impl Tsdb {
                 moved
             }
         };
-        if !r.stale.load(Relaxed) {
-            if moved {
-                self.forget_exact_lasts();
-            }
-            return Ok(moved);
+        if moved {
+            self.forget_exact_lasts();
         }
+        Ok(moved)
+    }
+
+    /// Loads the UID maps, then the series index, from the files now in place.
+    fn load_names_and_index(&self, r: &Replica) -> Result<()> {
+        let store = self.store();
         let started = Instant::now();
         // Names first: a series in the new index must find its names (see the module doc).
         let index = match &store.trees {
@@ -191,7 +218,7 @@ impl Tsdb {
         r.loads.fetch_add(1, Relaxed);
         r.last_load_micros
             .store(started.elapsed().as_micros() as u64, Relaxed);
-        Ok(true)
+        Ok(())
     }
 
     /// Makes every cached newest point a lower bound, read from its row again: new data rows

@@ -1,5 +1,5 @@
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use object_store::memory::InMemory;
 use roaring::RoaringBitmap;
@@ -23,14 +23,22 @@ struct Node {
 }
 
 fn node(store: &Arc<InMemory>, replica: bool) -> Result<Node> {
+    node_with(store, replica, 1 << 30, Duration::from_secs(60))
+}
+
+/// [`node`] with a disk cache of `cache_bytes` and superseded files deleted after
+/// `delete_delay`.
+fn node_with(
+    store: &Arc<InMemory>,
+    replica: bool,
+    cache_bytes: u64,
+    delete_delay: Duration,
+) -> Result<Node> {
     let (dir, cache) = (tempdir()?, tempdir()?);
     let mut opts = TsdbOptions::default();
-    opts.db.storage = Storage::Object(ObjectStorage::new(
-        store.clone(),
-        "db",
-        cache.path(),
-        1 << 30,
-    ));
+    let mut storage = ObjectStorage::new(store.clone(), "db", cache.path(), cache_bytes);
+    storage.delete_delay = delete_delay;
+    opts.db.storage = Storage::Object(storage);
     let tsdb = if replica {
         Tsdb::open_read_only(dir.path(), opts)?
     } else {
@@ -324,5 +332,28 @@ fn a_failed_refresh_keeps_the_last_state_and_is_tried_again() -> Result<()> {
     assert_eq!(points(r, "m")?, vec![want("a", 3), want("b", 4)]);
     let stats = r.replica_stats().ok_or(no_database_yet())?;
     assert_eq!((stats.refreshes, stats.changes, stats.errors), (1, 1, 1));
+    Ok(())
+}
+
+/// A replica whose open files the writer has since deleted (superseded for longer than the
+/// writer's delete delay while the replica did not refresh) takes in the writer's newest
+/// files when a read meets a missing one, and reads again.
+#[test]
+fn a_read_of_files_the_writer_deleted_catches_up_and_reads_again() -> Result<()> {
+    let store = Arc::new(InMemory::new());
+    let w = node_with(&store, false, 1 << 30, Duration::ZERO)?;
+    put(&w.tsdb, "m", "a", 30)?;
+    w.tsdb.flush()?;
+    // No disk cache: every data block the replica reads comes from the store.
+    let r = node_with(&store, true, 0, Duration::from_secs(60))?;
+    let r = &r.tsdb;
+    put(&w.tsdb, "m", "a", 40)?;
+    w.tsdb.flush()?;
+    w.tsdb.compact_all()?;
+    // One more manifest version, at which the writer deletes what the compaction replaced.
+    put(&w.tsdb, "n", "a", 1)?;
+    w.tsdb.flush()?;
+    r.drop_caches()?;
+    assert_eq!(points(r, "m")?, vec![want("a", 40)]);
     Ok(())
 }
