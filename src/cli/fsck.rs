@@ -346,6 +346,7 @@ fn check_bucket(args: &FsckArgs, mut store: StoreConfig, opts: &DbOptions) -> an
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     writeln!(out, "strata fsck {}", store.location)?;
+    let partitioned = owners.is_some();
     let trees: Vec<String> = match owners {
         None => vec![prefix.to_owned()],
         Some((count, owners)) => {
@@ -367,7 +368,7 @@ fn check_bucket(args: &FsckArgs, mut store: StoreConfig, opts: &DbOptions) -> an
     };
     let mut problems = 0;
     for tree in &trees {
-        if trees.len() > 1 || *tree != store.location.prefix() {
+        if partitioned {
             writeln!(out, "tree {tree}:")?;
         }
         let check = check_tree(&bucket, tree, opts)?;

@@ -421,12 +421,7 @@ impl DiskCache {
                 let Some((_, victim)) = index.lru.pop_first() else {
                     break;
                 };
-                if let Some((victim_len, _, victim_ns)) = index.files.remove(&victim) {
-                    index.used -= victim_len;
-                    if let Some(n) = index.used_by.get_mut(&victim_ns) {
-                        *n -= victim_len;
-                    }
-                }
+                index.drop_path(&victim);
                 evicted.push(victim);
             }
         }

@@ -464,6 +464,17 @@ fn old_manifest_versions_are_deleted_keeping_the_newest() -> Result<()> {
     Ok(())
 }
 
+/// Table `t` of `db`, its blocks uncompressed so that file sizes follow the rows written.
+fn uncompressed_table(db: &Db) -> Result<Table> {
+    db.open_table(
+        "t",
+        TableOptions {
+            compression: crate::options::Compression::None,
+            ..TableOptions::default()
+        },
+    )
+}
+
 /// Bytes of the SST files in the disk cache directory `dir`.
 fn sst_bytes(dir: &Path) -> Result<u64> {
     let mut total = 0;
@@ -483,13 +494,7 @@ fn the_disk_cache_stays_within_its_bound() -> Result<()> {
     let (dir, cache) = (tempdir()?, tempdir()?);
     let bound = 64 << 10;
     let db = Db::open(dir.path(), options(storage(&store, cache.path(), bound)))?;
-    let t = db.open_table(
-        "t",
-        TableOptions {
-            compression: crate::options::Compression::None,
-            ..TableOptions::default()
-        },
-    )?;
+    let t = uncompressed_table(&db)?;
     let value = vec![7u8; 1000];
     for round in 0..8u32 {
         write_rows(&db, &t, round * 20..(round + 1) * 20, &value)?;
@@ -530,13 +535,7 @@ fn large_ssts_go_up_in_multipart_uploads() -> Result<()> {
     let mut o = storage(&store, cache.path(), 1 << 30);
     o.multipart_threshold = 1 << 10;
     let db = Db::open(dir.path(), options(o))?;
-    let t = db.open_table(
-        "t",
-        TableOptions {
-            compression: crate::options::Compression::None,
-            ..TableOptions::default()
-        },
-    )?;
+    let t = uncompressed_table(&db)?;
     let value = vec![1u8; 10_000];
     write_rows(&db, &t, 0..1000, &value)?;
     db.flush()?;
@@ -739,13 +738,7 @@ fn databases_sharing_cache_bounds_stay_within_them_together() -> Result<()> {
             ..options(o)
         };
         let db = Db::open(dir.path(), opts)?;
-        let t = db.open_table(
-            "t",
-            TableOptions {
-                compression: crate::options::Compression::None,
-                ..TableOptions::default()
-            },
-        )?;
+        let t = uncompressed_table(&db)?;
         dbs.push((db, t, [dir, cache]));
     }
     for round in 0..8u32 {
