@@ -122,6 +122,16 @@ impl WriteBatch {
     }
 
     /// Removes every operation, keeping the allocation.
+    /// Bytes of operations it has room for without reallocating.
+    pub fn capacity(&self) -> usize {
+        self.data.capacity()
+    }
+
+    /// Makes room for at least `bytes` more bytes of operations.
+    pub fn reserve(&mut self, bytes: usize) {
+        self.data.reserve(bytes);
+    }
+
     pub fn clear(&mut self) {
         self.data.clear();
         self.count = 0;

@@ -50,12 +50,13 @@ enum Commit {
 }
 
 /// A series' newest point as a batch changes it.
-struct LastUpdate {
-    point: (i64, Value),
+#[derive(Debug)]
+pub(crate) struct LastUpdate {
+    pub(crate) point: (i64, Value),
     /// Write it to `meta`: it moved to another row.
-    persist: bool,
+    pub(crate) persist: bool,
     /// The newest point is in a row newer than any before it, so it is exact.
-    new_row: bool,
+    pub(crate) new_row: bool,
 }
 
 /// Name of the data table.
@@ -535,16 +536,11 @@ impl Tsdb {
                 Err(e) => results.push(Err(e)),
             }
         }
-        let state = inner.store.writes.lock();
+        let mut state = inner.store.writes.lock();
         let epoch = state.marker_epoch;
-        // A data cell is a rowkey (40-odd bytes), a 3-byte column, a value and a few length
-        // bytes; room for that per point spares the batch its doublings.
-        let mut batch = WriteBatch::with_capacity(n * 64);
+        let (mut batch, mut lasts) = state.scratch.take(n);
         let mut new_series: Vec<Tsuid> = Vec::new();
         let mut new_ids: FxHashMap<Tsuid, u32> = FxHashMap::default();
-        // Most points of a batch are of distinct series: sized once, never rehashed.
-        let mut lasts: FxHashMap<u32, LastUpdate> =
-            FxHashMap::with_capacity_and_hasher(n, Default::default());
         let mut marked: Vec<&CachedSeries> = Vec::new();
         let mut rowkey: Vec<u8> = Vec::with_capacity(64);
         let mut ok = 0u64;
@@ -620,6 +616,8 @@ impl Tsdb {
             }
         }
         if ok == 0 {
+            state.scratch.give_back(batch, lasts);
+            drop(state);
             self.count_rejections(&results);
             return results;
         }
@@ -667,7 +665,7 @@ impl Tsdb {
                 for tsuid in new_series.iter() {
                     index.insert(tsuid.clone(), inner.buckets);
                 }
-                for (id, u) in lasts {
+                for (id, u) in lasts.drain() {
                     if let Some(s) = index.series.get_mut(id as usize) {
                         s.last = Some(u.point);
                         s.last_exact |= u.new_row;
@@ -677,6 +675,7 @@ impl Tsdb {
                     }
                 }
                 drop(index);
+                state.scratch.give_back(batch, lasts);
                 drop(state);
                 inner.stats.series_created(new_series.len() as u64);
                 inner.stats.points_written(ok);
@@ -686,6 +685,7 @@ impl Tsdb {
                 for series in &marked {
                     series.set_marked(0, 0);
                 }
+                state.scratch.give_back(batch, lasts);
                 drop(state);
                 tracing::warn!(error = %e, points = ok, "write batch failed");
                 let e = Arc::new(e);
