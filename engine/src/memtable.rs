@@ -54,8 +54,8 @@ use crate::key::{Entry, EntryKind, Found, InternalKey};
 use crate::sst::RowRange;
 
 /// Bytes charged per row on top of its key and log: the row itself, its slot in the hash
-/// index (four bytes, with the table's spare capacity) and in the sorted order.
-const ROW_OVERHEAD: u64 = std::mem::size_of::<Row>() as u64 + 10 + 4;
+/// index (eight bytes, with the index's spare capacity) and in the sorted order.
+const ROW_OVERHEAD: u64 = std::mem::size_of::<Row>() as u64 + 16 + 4;
 /// Bytes charged per batch (its sequence number and write time).
 const BATCH_OVERHEAD: u64 = 16;
 /// Size of one chunk of row keys.
@@ -203,6 +203,70 @@ fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
+/// How many lookups [`find_all`] takes through each of its passes at a time: enough for their
+/// misses to overlap, few enough that what the first pass fetches is still in cache for the
+/// last.
+const FIND_CHUNK: usize = 256;
+
+/// The row of each operation that is in the memtable already: its table and index.
+///
+/// One lookup is three dependent misses with many rows (the index slot, the row's header, its
+/// key). Done one after another, a batch pays them all in sequence; here a chunk of lookups
+/// goes through one pass per miss, each pass fetching what the next needs for the whole
+/// chunk, so a chunk's misses of one kind overlap.
+fn find_all(t: &Tables, ops: &[OpRef<'_>]) -> Vec<Option<(u32, usize)>> {
+    struct Lookup<'t, 'o> {
+        table: u32,
+        rows: Option<&'t TableRows>,
+        row: &'o [u8],
+        hash: u64,
+        candidate: Option<u32>,
+    }
+    let mut found = Vec::with_capacity(ops.len());
+    let mut lookups: Vec<Lookup<'_, '_>> = Vec::with_capacity(FIND_CHUNK.min(ops.len()));
+    for chunk in ops.chunks(FIND_CHUNK) {
+        lookups.clear();
+        for op in chunk {
+            let (table, row) = op.table_row();
+            let rows = t.tables.get(&table);
+            let hash = index::hash_key(row);
+            if let Some(slot) = rows.and_then(|r| r.index.slot_of(hash)) {
+                prefetch(slot);
+            }
+            lookups.push(Lookup {
+                table,
+                rows,
+                row,
+                hash,
+                candidate: None,
+            });
+        }
+        for l in &mut lookups {
+            l.candidate = l.rows.and_then(|r| r.index.candidate(l.hash));
+            if let (Some(rows), Some(i)) = (l.rows, l.candidate) {
+                prefetch(&rows.rows[i as usize]);
+            }
+        }
+        for l in &lookups {
+            if let (Some(rows), Some(i)) = (l.rows, l.candidate) {
+                prefetch(rows.rows[i as usize].key.as_ptr());
+            }
+        }
+        found.extend(lookups.iter().map(|l| {
+            let rows = l.rows?;
+            let i = l.candidate?;
+            let i = if rows.rows[i as usize].key == l.row {
+                i as usize
+            } else {
+                // Another key with the same tag came first in the probe.
+                rows.find_hashed(l.hash, l.row)?
+            };
+            Some((l.table, i))
+        }));
+    }
+    found
+}
+
 impl Memtable {
     /// An empty memtable.
     pub(crate) fn new() -> Memtable {
@@ -282,24 +346,17 @@ impl Memtable {
 
     /// Adds the operations of the batch with sequence number `seq`, in order, under one lock.
     ///
-    /// A batch's operations touch rows all over the memtable, and each touch would be three
-    /// cache misses in a row: the row's slot in the hash index, the row's header, and the end of
-    /// its log. So the rows that already exist are looked up first, in a loop of nothing else
-    /// where the misses overlap; then, while an operation is applied, the header of the row
+    /// A batch's operations touch rows all over the memtable, and each touch would be four
+    /// cache misses in a row: the row's slot in the hash index, the row's header, its key and
+    /// the end of its log. So the rows that already exist are looked up first, all together
+    /// (see [`find_all`]); then, while an operation is applied, the header of the row
     /// [`PREFETCH_AHEAD`] operations on and the log's end of the row half as far on are
     /// fetched.
     pub(crate) fn apply_all(&self, ops: &[OpRef<'_>], seq: u64, write_ms: u64) {
         let mut guard = self.tables.write();
         let t = &mut *guard;
         let mut added = t.note_batch(seq, write_ms) as i64;
-        let found: Vec<Option<(u32, usize)>> = ops
-            .iter()
-            .map(|op| {
-                let (table, row) = op.table_row();
-                let i = t.tables.get(&table)?.find(row)?;
-                Some((table, i))
-            })
-            .collect();
+        let found = find_all(t, ops);
         fn row_at<'t>(t: &'t Tables, found: &[Option<(u32, usize)>], k: usize) -> Option<&'t Row> {
             let (table, i) = found.get(k).copied().flatten()?;
             t.tables.get(&table)?.rows.get(i)
