@@ -33,6 +33,7 @@ mod flush;
 mod fold;
 mod follow;
 mod fs;
+pub mod hint;
 mod inner;
 mod key;
 mod manifest;

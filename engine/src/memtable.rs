@@ -50,6 +50,7 @@ use self::log::{View, cell_of, cmp_slot};
 use self::row::{Row, SPILL_OVERHEAD, Spilled};
 use crate::batch::OpRef;
 use crate::fold::{FlushFold, FoldEntry, FoldKind, FoldOut};
+use crate::hint::prefetch;
 use crate::key::{Entry, EntryKind, Found, InternalKey};
 use crate::sst::RowRange;
 
@@ -188,20 +189,6 @@ struct TableHint {
 /// How many operations ahead [`Memtable::apply_all`] fetches a row's header (and how many rows
 /// ahead a flush does).
 const PREFETCH_AHEAD: usize = 8;
-
-/// Asks the CPU to bring `p`'s cache line in, without waiting for it.
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    #[allow(unsafe_code, reason = "measured in `Memtable::apply_all`")]
-    // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 CPU has; and a prefetch is a hint
-    // that never faults and reads nothing the program sees, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
 
 /// How many lookups [`find_all`] takes through each of its passes at a time: enough for their
 /// misses to overlap, few enough that what the first pass fetches is still in cache for the

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
+use strata_engine::hint::prefetch;
 use strata_engine::{
     Db, DbOptions, EngineStats, FlushFolder, RowExpirer, TableOptions, WriteBatch,
 };
@@ -47,6 +48,26 @@ enum Commit {
     Sync,
     /// Queued, visible shortly after ([`Db::write_queued`]).
     Queued,
+}
+
+/// How far ahead of the point it checks [`Tsdb::write_series`] starts fetching a point's
+/// series handle; its series is fetched half as far ahead and the series' TSUID a quarter.
+const SERIES_AHEAD: usize = 16;
+
+/// Prefetches what the points after the `k`th of a batch will first touch. Each is a chain of
+/// three pointers (the caller's handle, the cached series, its TSUID); with a million series
+/// each is a miss to memory, and fetched link by link over several points their misses
+/// overlap instead of stalling every point three times.
+fn fetch_series_ahead(points: &[SeriesPoint<'_>], k: usize) {
+    if let Some(p) = points.get(k + SERIES_AHEAD) {
+        prefetch(p.series);
+    }
+    if let Some(p) = points.get(k + SERIES_AHEAD / 2) {
+        prefetch(Arc::as_ptr(&p.series.series));
+    }
+    if let Some(p) = points.get(k + SERIES_AHEAD / 4) {
+        prefetch(p.series.series.tsuid.as_bytes().as_ptr());
+    }
 }
 
 /// A series' newest point as a batch changes it.
@@ -470,7 +491,8 @@ impl Tsdb {
             return points.iter().map(|_| self.check_writable()).collect();
         }
         let mut floors = BatchFloors::new(&self.inner.policy);
-        let prepared = points.iter().map(move |p| {
+        let prepared = points.iter().enumerate().map(move |(k, p)| {
+            fetch_series_ahead(points, k);
             let series = &*p.series.series;
             let check = |metric: &str, tags: &[(String, String)]| {
                 let enc = prepare_value(p.value, p.timestamp, metric)?;
@@ -547,7 +569,15 @@ impl Tsdb {
         let mut closed_write = false;
         {
             let index = inner.index.read();
-            for (at, p) in &ready {
+            for (k, (at, p)) in ready.iter().enumerate() {
+                // The index entry is one more miss per point with many series.
+                if let Some(id) = ready
+                    .get(k + SERIES_AHEAD / 2)
+                    .and_then(|(_, p)| p.series.id())
+                    && let Some(entry) = index.series.get(id as usize)
+                {
+                    prefetch(entry);
+                }
                 let series: &CachedSeries = &p.series;
                 let id = match series.id() {
                     Some(id) => id,
