@@ -281,8 +281,9 @@ impl RowIndex {
 mod tests {
     use super::*;
 
-    /// Keys whose hashes are all alike in their low bits and tags, to test collisions: the
-    /// hash is the key's number times a power of two above the slots in use.
+    /// A hash whose probe starts at slot 0 in any index of up to 2^40 slots: `n` sits above
+    /// the slot bits, in the tag. Equal `n`, equal tags; different `n`, one probe but
+    /// different tags.
     fn colliding(n: u32) -> u64 {
         u64::from(n) << 40
     }
