@@ -71,6 +71,8 @@ pub struct RowCompactStats {
     pub cells_folded: u64,
     /// Points in the blocks written.
     pub block_points: u64,
+    /// Dirty markers the walk read, candidates or not.
+    pub markers_walked: u64,
 }
 
 impl RowCompactStats {
@@ -82,12 +84,42 @@ impl RowCompactStats {
         self.rows_failed += o.rows_failed;
         self.cells_folded += o.cells_folded;
         self.block_points += o.block_points;
+        self.markers_walked += o.markers_walked;
     }
 
     /// Rows whose marker the pass removed.
     fn progress(&self) -> u64 {
         self.rows_compacted + self.rows_clean
     }
+}
+
+/// Where the background walk of the dirty markers stands; see [`Tsdb::rowcompact`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RowCompactCursor {
+    /// The marker key to resume after; `None` to start from the first.
+    next: Option<Vec<u8>>,
+    /// Set when the last walk from the first marker to the end found no row to compact.
+    idle: Option<Idle>,
+}
+
+/// A walk that found nothing to compact: the next one can be skipped while no commit has
+/// written a marker since, and until the earliest time a marker it passed over comes due.
+/// With a million live series that is a million markers walked every tick for nothing, most
+/// of every hour.
+#[derive(Debug, Clone, Copy)]
+struct Idle {
+    /// [`crate::store::WriteState::markers_written`] when the walk started.
+    markers_written: u64,
+    /// When the first marker passed over may become a candidate; `None` when there was none.
+    due_ms: Option<u64>,
+}
+
+/// Where a pass of the marker walk stopped.
+struct PassEnd {
+    /// The marker key to resume after; `None` when the walk reached the end of the markers.
+    next: Option<Vec<u8>>,
+    /// The earliest time a marker the pass passed over may become a candidate.
+    due_ms: Option<u64>,
 }
 
 /// A closed dirty row found in the marker walk.
@@ -130,11 +162,42 @@ impl Tsdb {
     /// dirty markers where the previous call stopped (wrapping at the end). Per-row decode
     /// failures are logged and counted, and leave the row dirty; engine errors are returned.
     pub fn rowcompact(&self, max_rows: usize) -> Result<RowCompactStats> {
-        let start = self.rowcompact_cursor().lock().clone();
+        let mut cursor = self.rowcompact_cursor().lock().clone();
         let settle = self.options().rowcompact_settle;
-        let (stats, next) = self.rowcompact_pass(start.as_deref(), max_rows, settle)?;
-        *self.rowcompact_cursor().lock() = next;
+        // A walk from the start may be skipped if the last one found nothing to do: until a
+        // commit writes a marker or a marker it saw comes due, this one would find nothing too.
+        let written = match cursor.next {
+            None => Some(self.markers_written()?),
+            Some(_) => None,
+        };
+        if let (Some(w), Some(idle)) = (written, cursor.idle)
+            && idle.markers_written == w
+            && idle
+                .due_ms
+                .is_none_or(|t| self.options().clock.now_ms() < t)
+        {
+            return Ok(RowCompactStats::default());
+        }
+        let (stats, end) = self.rowcompact_pass(cursor.next.as_deref(), max_rows, settle)?;
+        cursor.idle = match written {
+            Some(markers_written) if end.next.is_none() && stats.rows_examined == 0 => Some(Idle {
+                markers_written,
+                due_ms: end.due_ms,
+            }),
+            _ => None,
+        };
+        cursor.next = end.next;
+        *self.rowcompact_cursor().lock() = cursor;
         Ok(stats)
+    }
+
+    /// The count of commits that wrote dirty markers, once every commit counted in it can be
+    /// read: a walk of the markers started after this sees all of them.
+    fn markers_written(&self) -> Result<u64> {
+        let store = self.store();
+        let state = store.writes.lock();
+        store.db.settle()?;
+        Ok(state.markers_written)
     }
 
     /// Compacts every dirty row whose hour has closed, walking all markers, and again while
@@ -153,13 +216,13 @@ impl Tsdb {
             let mut round = RowCompactStats::default();
             let mut cursor: Option<Vec<u8>> = None;
             loop {
-                let (s, next) =
+                let (s, end) =
                     self.rowcompact_pass(cursor.as_deref(), PASS_ROWS, Duration::ZERO)?;
                 round.add(&s);
                 let mut so_far = total;
                 so_far.add(&round);
                 progress(&so_far);
-                match next {
+                match end.next {
                     Some(n) => cursor = Some(n),
                     None => break,
                 }
@@ -182,14 +245,13 @@ impl Tsdb {
     }
 
     /// One walk of at most `max_rows` closed dirty rows, starting after `start_after` (a marker
-    /// key). Returns the stats and the key to resume after, `None` when the walk reached the
-    /// end of the markers.
+    /// key). Returns the stats and where the walk ended.
     fn rowcompact_pass(
         &self,
         start_after: Option<&[u8]>,
         max_rows: usize,
         settle: Duration,
-    ) -> Result<(RowCompactStats, Option<Vec<u8>>)> {
+    ) -> Result<(RowCompactStats, PassEnd)> {
         let store = self.store();
         let opts = self.options();
         let now_ms = opts.clock.now_ms();
@@ -205,8 +267,14 @@ impl Tsdb {
         }
         let mut candidates = Vec::new();
         let mut next = None;
+        // The earliest time a marker passed over below can become a candidate.
+        let mut due_ms: Option<u64> = None;
+        let mut due = |t: u64| due_ms = Some(due_ms.map_or(t, |d| d.min(t)));
+        let backfill_ends_ms = self.last_closed_write_ms().saturating_add(settle_ms);
+        let mut walked = 0;
         for row in store.db.scan(&store.meta, &opts)? {
             let row = row?;
+            walked += 1;
             if candidates.len() >= max_rows {
                 next = candidates.last().map(|c: &Candidate| c.marker_key.to_vec());
                 break;
@@ -222,6 +290,7 @@ impl Tsdb {
                 .saturating_mul(1000)
                 .saturating_add(grace_ms);
             if closes_ms > now_ms {
+                due(closes_ms);
                 continue;
             }
             let marker = row
@@ -237,6 +306,7 @@ impl Tsdb {
                 .and_then(|m| <[u8; 8]>::try_from(m).ok())
                 .map_or(0, u64::from_be_bytes);
             if settle_ms > 0 && dirtied_ms.saturating_add(settle_ms) > now_ms {
+                due(dirtied_ms.saturating_add(settle_ms));
                 continue;
             }
             // A marker keeps the time its row was first dirtied, not the last write's, so
@@ -244,6 +314,9 @@ impl Tsdb {
             // to it for up to `BACKFILL_DEFER` instead: folding it now would fold it again and
             // again as its points keep coming.
             if backfilling && dirtied_ms.saturating_add(BACKFILL_DEFER_MS) > now_ms {
+                due(dirtied_ms
+                    .saturating_add(BACKFILL_DEFER_MS)
+                    .min(backfill_ends_ms));
                 continue;
             }
             candidates.push(Candidate {
@@ -252,13 +325,16 @@ impl Tsdb {
                 base_time: rk.base_time,
             });
         }
-        let mut stats = RowCompactStats::default();
+        let mut stats = RowCompactStats {
+            markers_walked: walked,
+            ..RowCompactStats::default()
+        };
         for chunk in candidates.chunks(BATCH_ROWS) {
             self.rowcompact_batch(chunk, &mut stats)?;
         }
         self.counters()
             .rowcompacted(stats.rows_compacted, stats.cells_folded, stats.rows_failed);
-        Ok((stats, next))
+        Ok((stats, PassEnd { next, due_ms }))
     }
 
     /// Compacts the rows of `chunk` (sorted by marker key) in one engine batch: reads them
@@ -561,6 +637,40 @@ mod tests {
         }
         assert_eq!(done, 10);
         assert_eq!(db.rowcompact_all()?, RowCompactStats::default());
+        Ok(())
+    }
+
+    /// A walk that found nothing to do is not repeated until a marker is written or one it
+    /// passed over comes due.
+    #[test]
+    fn an_idle_walk_is_not_repeated() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let clock = Arc::new(ManualClock::new(HOUR0 as u64));
+        let db = open(dir.path(), clock.clone())?;
+        write(&db, "a", HOUR0, 1)?;
+        write(&db, "b", HOUR0, 1)?;
+        let s = db.rowcompact(256)?;
+        assert_eq!((s.markers_walked, s.rows_examined), (2, 0));
+        clock.advance_ms(60_000);
+        let s = db.rowcompact(256)?;
+        assert_eq!(s.markers_walked, 0, "nothing changed: no walk");
+        // A write to a row already marked writes no marker: still no walk.
+        write(&db, "a", HOUR0 + 1000, 2)?;
+        assert_eq!(db.rowcompact(256)?.markers_walked, 0);
+        // A new row's marker is walked.
+        write(&db, "c", HOUR0, 1)?;
+        let s = db.rowcompact(256)?;
+        assert_eq!((s.markers_walked, s.rows_examined), (3, 0));
+        assert_eq!(db.rowcompact(256)?.markers_walked, 0);
+        // The hour has closed but its grace runs: still nothing due.
+        clock.advance_ms(3_600_000);
+        assert_eq!(db.rowcompact(256)?.markers_walked, 0);
+        // Once the grace has run out, the rows come due without any write.
+        clock.advance_ms(600_000);
+        let s = db.rowcompact(256)?;
+        assert_eq!((s.markers_walked, s.rows_compacted), (3, 3));
+        let s = db.rowcompact(256)?;
+        assert_eq!(s.markers_walked, 0);
         Ok(())
     }
 

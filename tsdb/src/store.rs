@@ -44,6 +44,10 @@ pub(crate) struct WriteState {
     /// committed). A series whose marker for a row was written in the current epoch needs no
     /// new one: nothing can have removed it since, as every removal commits under this lock.
     pub(crate) marker_epoch: u32,
+    /// Counts the commits that wrote dirty markers, bumped before the lock is released: the
+    /// row compactor skips its walk of the markers while this is unchanged and none of the
+    /// markers it saw last time can have become due (see `rowcompact.rs`).
+    pub(crate) markers_written: u64,
     /// Room for the next commit: its engine batch and its series' newest points. Kept from
     /// one batch to the next, so a commit writes into memory that is already mapped and
     /// likely in cache, rather than into a fresh allocation the size of the batch.
@@ -90,6 +94,7 @@ impl Default for WriteState {
         // Never 0, the epoch of a cached series that has marked nothing yet.
         WriteState {
             marker_epoch: 1,
+            markers_written: 0,
             scratch: CommitScratch::default(),
         }
     }

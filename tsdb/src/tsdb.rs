@@ -25,6 +25,7 @@ use crate::point::PointRef;
 use crate::policy::{BatchFloors, Policy};
 use crate::replica::Replica;
 use crate::retention::{Retention, format_retention};
+use crate::rowcompact::RowCompactCursor;
 use crate::rowkey::{ROW_SPAN_SECS, Tsuid, base_time_of, encode_rowkey_into, salt_of};
 use crate::series_cache::{CachedSeries, SeriesCache, raw_key};
 use crate::series_index::SeriesIndex;
@@ -198,8 +199,9 @@ struct Inner {
     index: RwLock<SeriesIndex>,
     /// Raw metric and tags → resolved series, for the write path.
     series_cache: SeriesCache,
-    /// Where the next [`Tsdb::rowcompact`] pass resumes its walk of the dirty markers.
-    rowcompact_cursor: Mutex<Option<Vec<u8>>>,
+    /// Where the next [`Tsdb::rowcompact`] pass resumes its walk of the dirty markers, and
+    /// whether it may skip the walk.
+    rowcompact_cursor: Mutex<RowCompactCursor>,
     /// When a write last went into a row whose hour had closed (ms): a backfill is going on
     /// while that is recent (see `rowcompact.rs`).
     last_closed_write_ms: AtomicU64,
@@ -430,7 +432,7 @@ impl Tsdb {
                 policy,
                 index: RwLock::new(index),
                 series_cache: SeriesCache::new(SERIES_CACHE_ENTRIES),
-                rowcompact_cursor: Mutex::new(None),
+                rowcompact_cursor: Mutex::new(RowCompactCursor::default()),
                 last_closed_write_ms: AtomicU64::new(0),
                 buckets,
                 opts,
@@ -705,6 +707,9 @@ impl Tsdb {
                     }
                 }
                 drop(index);
+                if !marked.is_empty() {
+                    state.markers_written = state.markers_written.wrapping_add(1);
+                }
                 state.scratch.give_back(batch, lasts);
                 drop(state);
                 inner.stats.series_created(new_series.len() as u64);
@@ -1045,7 +1050,7 @@ impl Tsdb {
     }
 
     /// Where the row compactor resumes its walk of the dirty markers.
-    pub(crate) fn rowcompact_cursor(&self) -> &Mutex<Option<Vec<u8>>> {
+    pub(crate) fn rowcompact_cursor(&self) -> &Mutex<RowCompactCursor> {
         &self.inner.rowcompact_cursor
     }
 
