@@ -29,8 +29,11 @@ const ENTRIES_PER_ROW_BYTE: u64 = 2;
 pub const WRITE_STALL_LIMIT: Duration = Duration::from_secs(10);
 
 /// The most a memtable grows past `DbOptions::memtable_bytes` for rows of few entries: with
-/// the default 64 MiB, 512 MiB, what a million rows of a dozen entries take.
-const MEMTABLE_GROWTH: u64 = 8;
+/// strata's default 32 MiB, 512 MiB, about what a million rows take with the few dozen
+/// entries each that make a flush fold worth its while. Each flush of such a memtable writes
+/// every row again, and the rows' later compactions copy each once per flush, so halving the
+/// flushes halves that work at the cost of one more large memtable in memory.
+const MEMTABLE_GROWTH: u64 = 16;
 
 impl Inner {
     /// Commits `entry` through the WAL (see `Wal::commit`), waking the apply thread when
