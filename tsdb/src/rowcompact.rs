@@ -50,9 +50,11 @@ const BACKFILL_DEFER_MS: u64 = 60_000;
 const PASS_ROWS: usize = 1024;
 
 /// Rows per engine batch: one batch, one WAL record and one short hold of the write lock per
-/// this many rows, instead of one each per row. 128 rows of 360 points is about 50 k points,
-/// well under a millisecond of block encoding, so writers wait little for the lock.
-const BATCH_ROWS: usize = 128;
+/// this many rows, instead of one each per row. The rows are read by range scans that seek in
+/// every data file once per batch, which dominates the read when a backfill left many files;
+/// a larger batch pays that less often, but holds writers up longer when they wrote while it
+/// was read (its rows are then read again under the lock).
+const BATCH_ROWS: usize = 512;
 
 /// What a row-compaction pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -543,8 +545,8 @@ pub struct RowCompactor {
     _thread: Background,
 }
 
-/// Background rows per pass: short passes keep the write lock free most of the time.
-const BACKGROUND_PASS_ROWS: usize = 256;
+/// Background rows per pass: a few batches, then a fresh look at the markers.
+const BACKGROUND_PASS_ROWS: usize = 2048;
 
 /// The wait after a background pass failed in the engine (a full disk, say), doubling with
 /// each failure in a row up to [`RETRY_MAX`] and reset by a pass that works: a disk that has
