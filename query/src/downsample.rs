@@ -441,6 +441,13 @@ pub(crate) fn downsample_columns(
         .filter_map(|i| cols.get(i))
         .collect();
     let (before, after) = edge_buckets(&outside, |p| *p, spec, (start, end), tz, &mut Vec::new());
+    // Room for every bucket at once (one per interval that has points, and the two edges):
+    // grown bucket by bucket, the vector's reallocations cost more than the folding itself.
+    let spanned = ts[lo..hi].last().map_or(0, |&t| {
+        usize::try_from(t.saturating_sub(fixed.first) / fixed.width)
+            .map_or(usize::MAX, |n| n.saturating_add(1))
+    });
+    out.reserve(spanned.min(hi - lo).saturating_add(2));
     out.extend(before);
     if end >= start {
         let ts = &ts[lo..hi];
