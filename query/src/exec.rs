@@ -29,8 +29,8 @@ use crate::window::scan_window;
 mod resolve;
 mod series;
 
+use resolve::uid_key;
 pub(crate) use resolve::{Resolved, resolve};
-use resolve::{tag_map, uid_key};
 pub(crate) use series::read_parts;
 use series::{Stage, read_and_process};
 
@@ -343,7 +343,7 @@ fn run_sub(
         .iter_mut()
         .map(|s| std::mem::take(&mut s.points))
         .collect();
-    let tags: Vec<TagMap> = series.iter().map(|s| tag_map(&s.tags)).collect();
+    let tags: Vec<&[(String, String)]> = series.iter().map(|s| s.tags.as_slice()).collect();
     let groups: Vec<Vec<usize>> = {
         let mut keys: Vec<&str> = Vec::new();
         for f in filters.iter().filter(|f| f.group_by()) {
@@ -353,8 +353,7 @@ fn run_sub(
         }
         // Group-by keys in tag-key UID order; groups by the bytes of their value UIDs.
         keys.sort_by_cached_key(|k| uid_key(tsdb, UidKind::Tagk, k));
-        let refs: Vec<&TagMap> = tags.iter().collect();
-        let mut groups = group_series(&refs, &keys);
+        let mut groups = group_series(&tags, &keys);
         groups.sort_by_cached_key(|g| {
             g.key
                 .iter()
@@ -370,7 +369,7 @@ fn run_sub(
         let int_estimators = sp.downsample.is_none();
         let mut points = aggregate(&refs, sp.aggregator, sub.rate, int_estimators);
         points.retain(in_range);
-        let gt = group_tags(members.iter().map(|i| &tags[*i]));
+        let gt = group_tags(members.iter().map(|i| tags[*i]));
         let mut aggregate_tags = gt.aggregate_tags;
         aggregate_tags.sort_by_cached_key(|k| uid_key(tsdb, UidKind::Tagk, k));
         let mut tsuids: Vec<String> = members.iter().map(|i| series[*i].tsuid.to_hex()).collect();

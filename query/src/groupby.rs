@@ -10,6 +10,35 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Tags of one series: tag key → tag value.
 pub type TagMap = BTreeMap<String, String>;
 
+/// A series' tags as grouping reads them: a [`TagMap`], or the key/value pairs a read returns,
+/// so that a query over many series need not build a map of copied strings for each.
+pub trait SeriesTags {
+    /// The value of `key`, if the series has it.
+    fn tag(&self, key: &str) -> Option<&str>;
+    /// Every key and value, in no particular order.
+    fn pairs(&self) -> impl Iterator<Item = (&str, &str)>;
+}
+
+impl SeriesTags for TagMap {
+    fn tag(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+
+    fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+impl SeriesTags for [(String, String)] {
+    fn tag(&self, key: &str) -> Option<&str> {
+        self.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
 /// One group of series that share the values of every group-by key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Group {
@@ -24,10 +53,13 @@ pub struct Group {
 /// Without group-by keys every series is in one group (none when there are no series). A series
 /// lacking one of the keys belongs to no group (the scan requires every filtered key). Groups are
 /// ordered by their value tuples. For the `none` aggregator, callers make one group per series.
-pub fn group_series(tags: &[&TagMap], group_by: &[&str]) -> Vec<Group> {
+pub fn group_series<T: SeriesTags + ?Sized>(tags: &[&T], group_by: &[&str]) -> Vec<Group> {
     let mut groups: BTreeMap<Vec<String>, Vec<usize>> = BTreeMap::new();
     for (index, series) in tags.iter().enumerate() {
-        let key: Option<Vec<String>> = group_by.iter().map(|k| series.get(*k).cloned()).collect();
+        let key: Option<Vec<String>> = group_by
+            .iter()
+            .map(|k| series.tag(k).map(str::to_owned))
+            .collect();
         if let Some(key) = key {
             groups.entry(key).or_default().push(index);
         }
@@ -50,22 +82,24 @@ pub struct GroupTags {
 /// Computes `tags` and `aggregateTags` over the series of one group.
 ///
 /// [QUIRK] kept (G3): a key present in only some series, never with two values, stays in `tags`.
-pub fn group_tags<'a>(series: impl IntoIterator<Item = &'a TagMap>) -> GroupTags {
+pub fn group_tags<'a, T: SeriesTags + ?Sized + 'a>(
+    series: impl IntoIterator<Item = &'a T>,
+) -> GroupTags {
     let mut tags = TagMap::new();
-    let mut aggregated = BTreeSet::new();
+    let mut aggregated: BTreeSet<String> = BTreeSet::new();
     for series_tags in series {
-        for (key, value) in series_tags {
+        for (key, value) in series_tags.pairs() {
             if aggregated.contains(key) {
                 continue;
             }
             match tags.get(key) {
                 Some(existing) if existing != value => {
                     tags.remove(key);
-                    aggregated.insert(key.clone());
+                    aggregated.insert(key.to_owned());
                 }
                 Some(_) => {}
                 None => {
-                    tags.insert(key.clone(), value.clone());
+                    tags.insert(key.to_owned(), value.to_owned());
                 }
             }
         }
@@ -98,6 +132,38 @@ mod tests {
             tags(&[("host", "web01"), ("dc", "sjc")]),
             tags(&[("dc", "lga")]),
         ]
+    }
+
+    /// The pairs a read returns, in tag-key UID order rather than by name, group and tag the
+    /// same as the maps built from them.
+    #[test]
+    fn pairs_group_like_maps() {
+        let maps = fixture();
+        let pairs: Vec<Vec<(String, String)>> = maps
+            .iter()
+            .map(|m| {
+                m.iter()
+                    .rev()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .collect();
+        let map_refs: Vec<&TagMap> = maps.iter().collect();
+        let pair_refs: Vec<&[(String, String)]> = pairs.iter().map(Vec::as_slice).collect();
+        for keys in [&["host"][..], &["dc"], &["dc", "host"], &[]] {
+            assert_eq!(
+                group_series(&pair_refs, keys),
+                group_series(&map_refs, keys),
+                "{keys:?}"
+            );
+        }
+        for n in 1..=maps.len() {
+            assert_eq!(
+                group_tags(pair_refs[..n].iter().copied()),
+                group_tags(map_refs[..n].iter().copied()),
+                "first {n}"
+            );
+        }
     }
 
     #[test]
@@ -146,8 +212,8 @@ mod tests {
                 members: vec![0, 1, 2, 3]
             }]
         );
-        assert!(group_series(&[], &[]).is_empty());
-        assert!(group_series(&[], &["host"]).is_empty());
+        assert!(group_series::<TagMap>(&[], &[]).is_empty());
+        assert!(group_series::<TagMap>(&[], &["host"]).is_empty());
     }
 
     #[test]
@@ -190,6 +256,9 @@ mod tests {
                 aggregate_tags: vec![]
             }
         );
-        assert_eq!(group_tags(std::iter::empty()), GroupTags::default());
+        assert_eq!(
+            group_tags(std::iter::empty::<&TagMap>()),
+            GroupTags::default()
+        );
     }
 }

@@ -49,7 +49,7 @@ pub use exec::{ResultGroup, execute, execute_with_limits};
 pub use export::{
     ExportSummary, PARQUET_CONTENT_TYPE, export_parquet, write_parquet, write_parquet_with_progress,
 };
-pub use groupby::{Group, GroupTags, TagMap, group_series, group_tags};
+pub use groupby::{Group, GroupTags, SeriesTags, TagMap, group_series, group_tags};
 pub use model::{
     DEFAULT_QUERY_THREADS, DEFAULT_QUERY_TIMEOUT, FilterSpec, QueryLimits, SubQuery, TsQuery,
 };

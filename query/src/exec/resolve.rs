@@ -8,7 +8,6 @@ use super::series::newest_point_decides;
 use super::{Plan, plan, too_many_series, tsdb_error};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
-use crate::groupby::TagMap;
 use crate::model::{QueryLimits, SubQuery, TsQuery};
 use crate::window::scan_window;
 
@@ -164,10 +163,6 @@ pub(super) fn tsuid_ids(tsdb: &Tsdb, sub: &SubQuery) -> Result<Option<RoaringBit
     set.clear();
     set.extend(ids);
     Ok(Some(set))
-}
-
-pub(super) fn tag_map(tags: &[(String, String)]) -> TagMap {
-    tags.iter().cloned().collect()
 }
 
 /// A name's UID for ordering (UIDs order as their bytes); unknown names sort first.
