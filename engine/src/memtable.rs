@@ -122,6 +122,12 @@ impl Tables {
                 return b[i].1;
             }
         }
+        self.write_ms_searched(seq)
+    }
+
+    /// [`Tables::write_ms`] by a binary search over the batches.
+    fn write_ms_searched(&self, seq: u64) -> u64 {
+        let b = &self.batches;
         match b.binary_search_by_key(&seq, |b| b.0) {
             Ok(i) => b[i].1,
             Err(i) => i.checked_sub(1).map_or(0, |i| b[i].1),
@@ -732,10 +738,7 @@ mod tests {
                 t.batches.push((seq, 1000 + i as u64));
                 seq += size;
             }
-            let model = |s: u64| match t.batches.binary_search_by_key(&s, |b| b.0) {
-                Ok(i) => t.batches[i].1,
-                Err(i) => i.checked_sub(1).map_or(0, |i| t.batches[i].1),
-            };
+            let model = |s: u64| t.write_ms_searched(s);
             let end = seq + 10;
             for p in &probes {
                 let s = p.index(usize::try_from(end).unwrap_or(usize::MAX)) as u64;

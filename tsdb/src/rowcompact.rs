@@ -601,14 +601,18 @@ mod tests {
 
     const HOUR0: i64 = 1_356_998_400_000;
 
-    fn open(dir: &std::path::Path, clock: Arc<ManualClock>) -> Result<Tsdb> {
-        Tsdb::open(
-            dir,
+    /// A database in a new directory (kept alive by the caller), with its clock at `HOUR0`.
+    fn fresh() -> Result<(tempfile::TempDir, Arc<ManualClock>, Tsdb)> {
+        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let clock = Arc::new(ManualClock::new(HOUR0 as u64));
+        let db = Tsdb::open(
+            dir.path(),
             TsdbOptions {
-                clock,
+                clock: clock.clone(),
                 ..TsdbOptions::default()
             },
-        )
+        )?;
+        Ok((dir, clock, db))
     }
 
     fn write(db: &Tsdb, host: &str, ts: i64, v: i64) -> Result<()> {
@@ -624,9 +628,7 @@ mod tests {
 
     #[test]
     fn the_cursor_walks_all_rows_in_small_passes() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        let clock = Arc::new(ManualClock::new(HOUR0 as u64));
-        let db = open(dir.path(), clock.clone())?;
+        let (_dir, clock, db) = fresh()?;
         for h in 0..10 {
             write(&db, &format!("h{h}"), HOUR0 + h, h)?;
         }
@@ -646,9 +648,7 @@ mod tests {
     /// passed over comes due.
     #[test]
     fn an_idle_walk_is_not_repeated() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        let clock = Arc::new(ManualClock::new(HOUR0 as u64));
-        let db = open(dir.path(), clock.clone())?;
+        let (_dir, clock, db) = fresh()?;
         write(&db, "a", HOUR0, 1)?;
         write(&db, "b", HOUR0, 1)?;
         let s = db.rowcompact(256)?;
@@ -700,9 +700,7 @@ mod tests {
 
     #[test]
     fn a_racing_write_leaves_the_row_dirty() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        let clock = Arc::new(ManualClock::new(HOUR0 as u64));
-        let db = open(dir.path(), clock.clone())?;
+        let (_dir, clock, db) = fresh()?;
         write(&db, "a", HOUR0, 1)?;
         clock.advance_ms(5_000_000);
         // A late write at the same instant, with the clock standing still: its marker has the
@@ -723,9 +721,7 @@ mod tests {
 
     #[test]
     fn a_quiet_batch_commits_every_row() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        let clock = Arc::new(ManualClock::new(HOUR0 as u64));
-        let db = open(dir.path(), clock.clone())?;
+        let (_dir, clock, db) = fresh()?;
         write(&db, "a", HOUR0, 1)?;
         write(&db, "a", HOUR0 + 5, 2)?;
         clock.advance_ms(5_000_000);
@@ -791,9 +787,7 @@ mod tests {
 
     #[test]
     fn background_compactor_runs_and_stops() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        let clock = Arc::new(ManualClock::new(HOUR0 as u64));
-        let db = open(dir.path(), clock.clone())?;
+        let (_dir, clock, db) = fresh()?;
         write(&db, "a", HOUR0, 1)?;
         clock.advance_ms(5_000_000);
         let handle = db.spawn_rowcompactor(Duration::from_millis(5))?;
