@@ -559,6 +559,11 @@ impl FastLine {
             return false;
         };
         let mut i = skip_whitespace(b, series_end + 1);
+        // Each field's key is the series part, a space and the field name.
+        self.key.clear();
+        self.key.extend_from_slice(&b[..series_end]);
+        self.key.push(b' ');
+        let prefix = self.key.len();
         loop {
             let Some(k_end) = memchr::memchr(b'=', &b[i.min(n)..]).map(|p| i + p) else {
                 return false;
@@ -567,9 +572,7 @@ impl FastLine {
             if field.is_empty() || field.iter().any(|&c| c == b',' || c == b' ') {
                 return false;
             }
-            self.key.clear();
-            self.key.extend_from_slice(&b[..series_end]);
-            self.key.push(b' ');
+            self.key.truncate(prefix);
             self.key.extend_from_slice(field);
             let Some(series) = known.get(&self.key) else {
                 return false;
