@@ -3,6 +3,7 @@
 //! A database holds three engine tables: `tsdb` (data rows, `rowkey.rs` + `cell.rs`), `uid`
 //! (`uid.rs`) and `meta` (`meta.rs`).
 
+use std::collections::hash_map::Entry;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -629,20 +630,32 @@ impl Tsdb {
                     series.set_marked(base, epoch);
                     marked.push(series);
                 }
-                let current = match lasts.get(&id) {
-                    Some(u) => Some(u.point),
-                    None => index.series.get(id as usize).and_then(|s| s.last),
+                // One hash lookup per point: with a sample per series in a request (remote
+                // write), every point adds an entry.
+                let new_row_after = |current: Option<(i64, Value)>| {
+                    current
+                        .is_none_or(|(ts, _)| p.ts_ms >= ts)
+                        .then(|| current.is_none_or(|(ts, _)| base_time_of(ts) != base))
                 };
-                if current.is_none_or(|(ts, _)| p.ts_ms >= ts) {
-                    let new_row = current.is_none_or(|(ts, _)| base_time_of(ts) != base);
-                    let u = lasts.entry(id).or_insert(LastUpdate {
-                        point: (p.ts_ms, p.value),
-                        persist: false,
-                        new_row: false,
-                    });
-                    u.point = (p.ts_ms, p.value);
-                    u.persist |= new_row;
-                    u.new_row |= new_row;
+                match lasts.entry(id) {
+                    Entry::Occupied(mut o) => {
+                        let u = o.get_mut();
+                        if let Some(new_row) = new_row_after(Some(u.point)) {
+                            u.point = (p.ts_ms, p.value);
+                            u.persist |= new_row;
+                            u.new_row |= new_row;
+                        }
+                    }
+                    Entry::Vacant(v) => {
+                        let current = index.series.get(id as usize).and_then(|s| s.last);
+                        if let Some(new_row) = new_row_after(current) {
+                            v.insert(LastUpdate {
+                                point: (p.ts_ms, p.value),
+                                persist: new_row,
+                                new_row,
+                            });
+                        }
+                    }
                 }
                 ok += 1;
             }
