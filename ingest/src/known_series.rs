@@ -62,6 +62,12 @@ impl KnownSeries {
 
     /// Remembers the series of each key.
     pub(crate) fn insert(&self, entries: impl IntoIterator<Item = (Box<[u8]>, SeriesHandle)>) {
+        let mut entries = entries.into_iter().peekable();
+        // Once every series is known, a request has nothing to add, and taking the write lock
+        // anyway would stop every other connection's lookups.
+        if entries.peek().is_none() {
+            return;
+        }
         let mut known = self.inner.write();
         for (key, handle) in entries {
             if handle.epoch() != known.epoch {
@@ -88,5 +94,33 @@ impl KnownSeries {
     /// Whether no series is remembered.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Requests whose series are all known insert nothing; they must not wait for the write
+    /// lock, which every other connection's lookups would then wait behind.
+    #[test]
+    fn inserting_nothing_leaves_the_lock_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let tsdb = Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default()).unwrap();
+        let known = KnownSeries::new();
+        let reading = known.reader(&tsdb);
+        let (done, finished) = mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                known.insert(Vec::new());
+                let _ = done.send(());
+            });
+            let waited = finished.recv_timeout(Duration::from_secs(5));
+            drop(reading);
+            assert!(waited.is_ok(), "an empty insert waited for the readers");
+        });
     }
 }
