@@ -36,14 +36,12 @@ pub const WRITE_STALL_LIMIT: Duration = Duration::from_secs(10);
 const MEMTABLE_GROWTH: u64 = 16;
 
 impl Inner {
-    /// Commits `entry` through the WAL (see `Wal::commit`), waking the apply thread when
-    /// queued batches are left with no commit leader.
-    pub(crate) fn commit(&self, entry: WalEntry<'_>, sync: bool, queue: bool) -> Result<()> {
-        let stranded = self.wal.commit(entry, sync, queue, &mut |payloads| {
+    /// Commits `entry` through the WAL (see `Wal::commit`). Returns whether queued batches
+    /// are left with no commit leader: the caller wakes the apply thread for them, or settles.
+    pub(crate) fn commit(&self, entry: WalEntry<'_>, sync: bool, queue: bool) -> Result<bool> {
+        self.wal.commit(entry, sync, queue, &mut |payloads| {
             self.apply_group(payloads)
-        })?;
-        self.wake_applier(stranded);
-        Ok(())
+        })
     }
 
     /// Wakes the apply thread if `stranded`: queued batches wait with no commit leader.

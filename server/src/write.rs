@@ -139,12 +139,11 @@ fn store_series(
     sync: bool,
 ) -> strata_tsdb::Result<Vec<strata_tsdb::Result<()>>> {
     let tsdb = &shared.tsdb;
-    let results = crate::shared::write_in_place(tsdb, || tsdb.write_series(points));
+    // The answer promises the points can be read.
+    let results = crate::shared::write_in_place(tsdb, || tsdb.write_series_visible(points))?;
     for e in results.iter().filter_map(|r| r.as_ref().err()) {
         c.rejected(rejection_reason(e.rejection()));
     }
-    // `write_series` only queues the points; the answer promises they can be read.
-    tsdb.settle()?;
     if sync {
         tsdb.sync()?;
     }
