@@ -134,7 +134,20 @@ impl Server {
         path: &str,
         body: &[u8],
     ) -> anyhow::Result<(u16, String)> {
+        self.http_within(method, path, body, Duration::from_secs(10))
+    }
+
+    /// [`Server::http`], waiting up to `timeout` for the answer: for a write that may wait
+    /// out a whole write stall first.
+    pub(crate) fn http_within(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        timeout: Duration,
+    ) -> anyhow::Result<(u16, String)> {
         let mut s = self.connect()?;
+        s.set_read_timeout(Some(timeout))?;
         let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
             body.len()

@@ -216,7 +216,10 @@ fn put_range(
         .collect();
     let body = serde_json::Value::from(points).to_string();
     let started = Instant::now();
-    let (status, reply) = server.http("POST", "/api/put", body.as_bytes())?;
+    // A put may wait out a whole stall and then some before its answer (the test bounds it
+    // at the stall limit plus 10 s); the default 10 s read timeout would cut it short.
+    let wait = strata_engine::WRITE_STALL_LIMIT + Duration::from_secs(20);
+    let (status, reply) = server.http_within("POST", "/api/put", body.as_bytes(), wait)?;
     Ok((status, reply, started.elapsed().as_secs_f64()))
 }
 
