@@ -286,8 +286,7 @@ fn known_series_lines_are_read_as_the_full_parse_reads_them() {
         let points = b.series_points();
         let got: Vec<(i64, Value)> = points.iter().map(|p| (p.timestamp, p.value)).collect();
         assert_eq!(got, full_points, "round {round}");
-        let results = tsdb.write_series(&points);
-        tsdb.settle().unwrap();
+        let results = tsdb.write_series_visible(&points).unwrap();
         assert_eq!(tsdb.series_count(), series, "round {round}");
         for api in [InfluxApi::V1, InfluxApi::V2] {
             assert_eq!(

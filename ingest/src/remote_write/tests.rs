@@ -391,8 +391,7 @@ fn series_resolve_through_known_series_once() {
         let raw = raw(&req(t));
         let mut b = RemoteWriteBatch::decode(&raw).unwrap();
         b.resolve(&tsdb, &known).unwrap();
-        let results = tsdb.write_series(&b.series_points());
-        tsdb.settle().unwrap();
+        let results = tsdb.write_series_visible(&b.series_points()).unwrap();
         let reply = b.reply(&results);
         assert_eq!(b.series_errors().map(|(_, n)| n).sum::<u64>(), 1);
         (reply.status, reply.stored)
