@@ -26,6 +26,8 @@ const VERSION: &str = "4.48";
 /// How long SeaweedFS may take to answer on its S3 port; it takes about 3 s on an idle
 /// machine, and CI runs other tests beside it.
 const START_DEADLINE: Duration = Duration::from_secs(60);
+/// The free disk space below which SeaweedFS refuses writes.
+const MIN_FREE_SPACE: &str = "64MiB";
 
 /// A running SeaweedFS with an S3 gateway. Its whole process group is killed on drop, and
 /// its data directory removed.
@@ -72,6 +74,7 @@ impl Seaweed {
         };
         s.wait_for_s3(SocketAddr::from(([127, 0, 0, 1], s3)))?;
         s.create_bucket(weed)?;
+        s.check_writable(SocketAddr::from(([127, 0, 0, 1], ports[2])))?;
         s.startup = started.elapsed();
         Ok(s)
     }
@@ -140,6 +143,10 @@ fn spawn(weed: &Path, dir: &Path, ports: [u16; 4]) -> anyhow::Result<Child> {
             "-s3.port.iceberg=0",
             "-s3.port.lance=0",
         ])
+        // SeaweedFS's default floor is 1% of the disk, below which every volume turns
+        // read-only and writes hang until the client gives up; on a large, busy CI disk
+        // that is gigabytes. The tests write a few megabytes.
+        .arg(format!("-volume.minFreeSpace={MIN_FREE_SPACE}"))
         .arg(format!(
             "-filer.localSocket={}",
             dir.join("filer.sock").display()
@@ -195,6 +202,37 @@ impl Seaweed {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// Writes and removes one small file through the filer, so that a SeaweedFS that cannot
+    /// store anything (no writable volume: a full disk, say) fails here, with its log, and
+    /// not later as a store that does not answer.
+    fn check_writable(&self, filer: SocketAddr) -> anyhow::Result<()> {
+        // A first write waits for the master to grow a volume, well under a second.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let path = "/strata-e2e-write-check";
+        loop {
+            let outcome = match filer_request(filer, "PUT", path, b"ok") {
+                Ok(status) if (200..300).contains(&status) => break,
+                Ok(status) => format!("status {status}"),
+                Err(e) => format!("{e:#}"),
+            };
+            if Instant::now() > deadline {
+                let log =
+                    std::fs::read_to_string(self.dir.path().join("weed.log")).unwrap_or_default();
+                let disk: Vec<&str> = log.lines().filter(|l| l.contains("disk free")).collect();
+                bail!(
+                    "SeaweedFS started but cannot store a file ({outcome}); its floor of free \
+                     disk space is {MIN_FREE_SPACE}; what it said of the disk: {:?}; its log \
+                     ends: {}",
+                    disk.last(),
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let _ = filer_request(filer, "DELETE", path, b"");
+        Ok(())
     }
 
     /// The environment a client needs: the identity's keys, and no region or profile that
@@ -261,6 +299,24 @@ fn run_shell(weed: &Path, master_port: u16, command: &str) -> anyhow::Result<Str
         .write_all(format!("{command}\n").as_bytes())?;
     let out = child.wait_with_output()?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+}
+
+/// One HTTP request with `body` to the filer at `addr`; its status.
+fn filer_request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> anyhow::Result<u16> {
+    use std::io::{Read, Write};
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        body.len()
+    )?;
+    s.write_all(body)?;
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head)?;
+    let status = std::str::from_utf8(&head[9..12])?.parse()?;
+    Ok(status)
 }
 
 /// Whether something at `addr` answers an HTTP request.
