@@ -8,8 +8,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::Result;
-use crate::key::{EntryKind, Found};
-use crate::memtable::Memtable;
+use crate::key::{Entry, EntryKind, Found};
+use crate::memtable::{MemScan, Memtable};
 use crate::read::{FileRows, RowStream, Rows, Source};
 use crate::scan::{Cell, Row, RowIter, ScanOptions};
 use crate::sst::{RowRange, SstReader};
@@ -189,14 +189,16 @@ impl Snapshot {
         let empty = matches!((&range.start, &range.end), (Some(s), Some(e)) if s >= e);
         if !empty {
             for m in &self.mems {
-                let mut entries = m.entries(table.id, &range);
-                if entries.is_empty() {
+                let Some(scan) = MemScan::new(m.clone(), table.id, &range) else {
                     continue;
-                }
+                };
                 if opts.reverse {
+                    let mut entries: Vec<Entry> = scan.collect();
                     entries.reverse();
+                    sources.push(Box::new(entries.into_iter().map(Ok)));
+                } else {
+                    sources.push(Box::new(scan.map(Ok)));
                 }
-                sources.push(Box::new(entries.into_iter().map(Ok)));
             }
             if let Some(levels) = self.files.tables.get(&table.id) {
                 for (i, level) in levels.iter().enumerate() {
