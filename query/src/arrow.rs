@@ -146,6 +146,7 @@ mod tests {
             tags: [("host".to_owned(), "a".to_owned())].into_iter().collect(),
             aggregate_tags: vec!["dc".to_owned()],
             tsuids: vec!["000001".to_owned()],
+            series: 1,
             points,
             nan_as_null,
             raw_points: 0,

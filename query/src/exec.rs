@@ -45,8 +45,12 @@ pub struct ResultGroup {
     pub tags: TagMap,
     /// Tag keys whose values differ within the group, ordered by tag-key UID.
     pub aggregate_tags: Vec<String>,
-    /// The group's TSUIDs in hex, sorted.
+    /// The group's TSUIDs in hex, sorted, when the query shows them (`showTSUIDs`) or reads
+    /// the series' annotations; empty otherwise, as a million series' hex strings are a
+    /// hundred megabytes that nothing reads.
     pub tsuids: Vec<String>,
+    /// How many series the group holds.
+    pub series: usize,
     /// Points in `[start, end]`, ascending, in ms.
     pub points: Vec<Point>,
     /// Whether NaN values are written as `null` (fill policy `null`) rather than `"NaN"`.
@@ -208,7 +212,7 @@ pub(crate) fn execute_resolved(
             plan,
             sp,
             (ids, filters),
-            (q.delete, *series_hours),
+            (q.delete, *series_hours, wants_tsuids(tsdb, q)),
             (limits, deadline),
             &mut total_points,
             &mut out,
@@ -222,6 +226,12 @@ pub(crate) fn execute_resolved(
 
 /// Adds the annotations OpenTSDB returns with query results: each group's series annotations
 /// (unless `noAnnotations`) and, with `globalAnnotations`, the global ones on every group.
+/// Whether a query's results need their series' TSUIDs: to show them, or to find the series'
+/// annotations (see [`attach_annotations`]).
+fn wants_tsuids(tsdb: &Tsdb, q: &TsQuery) -> bool {
+    q.show_tsuids || (!q.delete && !q.no_annotations && tsdb.has_annotations())
+}
+
 fn attach_annotations(
     tsdb: &Tsdb,
     q: &TsQuery,
@@ -264,7 +274,7 @@ fn run_sub(
     plan: &Plan,
     sp: &SubPlan,
     (ids, filters): (&RoaringBitmap, &[Filter]),
-    (delete, request_series_hours): (bool, u64),
+    (delete, request_series_hours, want_tsuids): (bool, u64, bool),
     (limits, deadline): (&QueryLimits, &Deadline),
     total_points: &mut usize,
     out: &mut Vec<ResultGroup>,
@@ -329,7 +339,12 @@ fn run_sub(
                 metric: s.metric,
                 tags: s.tags.into_iter().collect(),
                 aggregate_tags: Vec::new(),
-                tsuids: vec![s.tsuid.to_hex()],
+                tsuids: if want_tsuids {
+                    vec![s.tsuid.to_hex()]
+                } else {
+                    Vec::new()
+                },
+                series: 1,
                 points,
                 nan_as_null,
                 raw_points: s.raw_points,
@@ -372,7 +387,11 @@ fn run_sub(
         let gt = group_tags(members.iter().map(|i| tags[*i]));
         let mut aggregate_tags = gt.aggregate_tags;
         aggregate_tags.sort_by_cached_key(|k| uid_key(tsdb, UidKind::Tagk, k));
-        let mut tsuids: Vec<String> = members.iter().map(|i| series[*i].tsuid.to_hex()).collect();
+        let mut tsuids: Vec<String> = if want_tsuids {
+            members.iter().map(|i| series[*i].tsuid.to_hex()).collect()
+        } else {
+            Vec::new()
+        };
         tsuids.sort();
         let metric = members
             .first()
@@ -383,6 +402,7 @@ fn run_sub(
             tags: gt.tags,
             aggregate_tags,
             tsuids,
+            series: members.len(),
             points,
             nan_as_null,
             raw_points: members.iter().map(|i| series[*i].raw_points).sum(),

@@ -170,6 +170,7 @@ mod tests {
                 .collect::<TagMap>(),
             aggregate_tags: vec![],
             tsuids: vec![],
+            series: 1,
             points,
             nan_as_null: false,
             raw_points: 0,

@@ -239,7 +239,7 @@ pub fn render(q: &TsQuery, results: &[ResultGroup]) -> Vec<u8> {
                 ",\"stats\":{{\"rawDataPoints\":{},\"emittedDataPoints\":{},\"seriesCount\":{}}}",
                 r.raw_points,
                 points.len(),
-                r.tsuids.len()
+                r.series
             );
         }
         out.push(b'}');
@@ -250,7 +250,7 @@ pub fn render(q: &TsQuery, results: &[ResultGroup]) -> Vec<u8> {
         }
         let raw: usize = results.iter().map(|r| r.raw_points).sum();
         let emitted: usize = results.iter().map(|r| r.points.len()).sum();
-        let series: usize = results.iter().map(|r| r.tsuids.len()).sum();
+        let series: usize = results.iter().map(|r| r.series).sum();
         let _ = write!(
             out,
             "{{\"statsSummary\":{{\"rawDataPoints\":{raw},\"emittedDataPoints\":{emitted},\

@@ -806,3 +806,32 @@ fn a_large_query_of_small_sub_queries_leaves_the_cache_as_it_is() {
     // Ten of them: 600 series-hours (and more with the scan window), not cached.
     assert!(misses_of_second_run(&format!("{window}{}", subs(&metrics))) > 0);
 }
+
+/// Series counts in `showStats` and `showSummary` do not depend on `showTSUIDs` (the TSUIDs
+/// are built only when shown), and shown TSUIDs are one per series, sorted.
+#[test]
+fn series_counts_hold_with_and_without_tsuids() {
+    let db = unaligned();
+    let base = format!("{}&m=sum:sys.cpu.user&show_stats&show_summary", range());
+    let (status, plain) = db.get(&base);
+    assert_eq!(status, 200, "{plain}");
+    let plain = parse(&plain);
+    assert_eq!(plain[0]["stats"]["seriesCount"], json!(2), "{plain}");
+    assert_eq!(plain[1]["statsSummary"]["seriesCount"], json!(2), "{plain}");
+    assert!(plain[0].get("tsuids").is_none());
+    let (_, shown) = db.get(&format!("{base}&show_tsuids"));
+    let shown = parse(&shown);
+    assert_eq!(shown[0]["stats"]["seriesCount"], json!(2), "{shown}");
+    let tsuids: Vec<&str> = shown[0]["tsuids"]
+        .as_array()
+        .expect("tsuids")
+        .iter()
+        .filter_map(Json::as_str)
+        .collect();
+    assert_eq!(tsuids.len(), 2, "{shown}");
+    assert!(tsuids[0] < tsuids[1] && tsuids.iter().all(|t| t.len() % 2 == 0));
+    // One group per series under `none`.
+    let (_, none) = db.get(&format!("{}&m=none:sys.cpu.user&show_stats", range()));
+    let none = parse(&none);
+    assert_eq!(none[0]["stats"]["seriesCount"], json!(1), "{none}");
+}
