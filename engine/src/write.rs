@@ -23,8 +23,11 @@ use crate::state::{Frozen, State};
 use crate::wal::{DecodedEntry, Entry as WalEntry, decode_entry};
 
 /// How many times the fixed cost of its rows a memtable's entries may take before it freezes,
-/// when that is more than `DbOptions::memtable_bytes` (see `Inner::freeze_at`).
-const ENTRIES_PER_ROW_BYTE: u64 = 2;
+/// when that is more than `DbOptions::memtable_bytes` (see `Inner::freeze_at`). Each series
+/// writes into the next memtable within moments of a freeze, so at a million series the rows
+/// of two memtables are in memory at once: more entries per row means fewer flushes, at a
+/// higher peak.
+const ENTRIES_PER_ROW_BYTE: u64 = 1;
 /// The longest a write waits in a stall in which no flush finishes; see the module doc.
 pub const WRITE_STALL_LIMIT: Duration = Duration::from_secs(10);
 
