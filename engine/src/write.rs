@@ -23,11 +23,14 @@ use crate::state::{Frozen, State};
 use crate::wal::{DecodedEntry, Entry as WalEntry, decode_entry};
 
 /// How many times the fixed cost of its rows a memtable's entries may take before it freezes,
-/// when that is more than `DbOptions::memtable_bytes` (see `Inner::freeze_at`). Each series
-/// writes into the next memtable within moments of a freeze, so at a million series the rows
-/// of two memtables are in memory at once: more entries per row means fewer flushes, at a
-/// higher peak.
-const ENTRIES_PER_ROW_BYTE: u64 = 1;
+/// when that is more than `DbOptions::memtable_bytes` (see `Inner::freeze_at`).
+const ENTRIES_PER_ROW_BYTE: u64 = 2;
+/// Past this many times the base size, a memtable's entries may take only once its rows'
+/// cost. Each series writes into the next memtable within moments of a freeze, so at a
+/// million series the rows of two such memtables are in memory at once, and the frozen one's
+/// size sets the peak; with fewer series the memtable stays below this and keeps the fewer
+/// flushes.
+const LARGE_MEMTABLE: u64 = 8;
 /// The longest a write waits in a stall in which no flush finishes; see the module doc.
 pub const WRITE_STALL_LIMIT: Duration = Duration::from_secs(10);
 
@@ -37,6 +40,14 @@ pub const WRITE_STALL_LIMIT: Duration = Duration::from_secs(10);
 /// every row again, and the rows' later compactions copy each once per flush, so halving the
 /// flushes halves that work at the cost of one more large memtable in memory.
 const MEMTABLE_GROWTH: u64 = 16;
+
+/// [`Inner::freeze_at`] for a memtable of base size `base` whose rows cost `row_bytes`.
+fn freeze_size(base: u64, row_bytes: u64) -> u64 {
+    let wanted = row_bytes.saturating_mul(ENTRIES_PER_ROW_BYTE + 1);
+    let large = base.saturating_mul(LARGE_MEMTABLE);
+    let wanted = wanted.min(row_bytes.saturating_mul(2).max(large));
+    wanted.clamp(base, base.saturating_mul(MEMTABLE_GROWTH))
+}
 
 impl Inner {
     /// Commits `entry` through the WAL (see `Wal::commit`). Returns whether queued batches
@@ -85,11 +96,10 @@ impl Inner {
     /// million series, each written every few seconds), a flush at the base size would write
     /// every row with one or two entries, and every compaction after it would copy each row
     /// once per flush; so a memtable grows until its entries take [`ENTRIES_PER_ROW_BYTE`]
-    /// times what its rows cost, up to [`MEMTABLE_GROWTH`] times the base size.
+    /// times what its rows cost (once, past [`LARGE_MEMTABLE`] times the base size), up to
+    /// [`MEMTABLE_GROWTH`] times the base size.
     fn freeze_at(&self, mem: &Memtable) -> u64 {
-        let base = self.opts.memtable_bytes as u64;
-        let wanted = mem.row_bytes().saturating_mul(ENTRIES_PER_ROW_BYTE + 1);
-        wanted.clamp(base, base.saturating_mul(MEMTABLE_GROWTH))
+        freeze_size(self.opts.memtable_bytes as u64, mem.row_bytes())
     }
 
     /// Freezes the active memtable (if it holds anything) and rolls the WAL. Call only as
@@ -204,5 +214,26 @@ impl Inner {
             }
             None => Ok(self.pressure().1),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    /// Few rows: the base size. Rows of a few entries: three times the rows' cost, until that
+    /// passes eight times the base, then twice, never past sixteen times the base.
+    #[test]
+    fn memtables_of_many_rows_grow_less_once_large() {
+        let base = 32 * MIB;
+        assert_eq!(freeze_size(base, MIB), base);
+        assert_eq!(freeze_size(base, 20 * MIB), 60 * MIB);
+        assert_eq!(freeze_size(base, 80 * MIB), 240 * MIB);
+        assert_eq!(freeze_size(base, 100 * MIB), 256 * MIB);
+        assert_eq!(freeze_size(base, 127 * MIB), 256 * MIB);
+        assert_eq!(freeze_size(base, 200 * MIB), 400 * MIB);
+        assert_eq!(freeze_size(base, 400 * MIB), 512 * MIB);
     }
 }
