@@ -224,14 +224,14 @@ pub(crate) fn execute_resolved(
     Ok(out)
 }
 
-/// Adds the annotations OpenTSDB returns with query results: each group's series annotations
-/// (unless `noAnnotations`) and, with `globalAnnotations`, the global ones on every group.
 /// Whether a query's results need their series' TSUIDs: to show them, or to find the series'
 /// annotations (see [`attach_annotations`]).
 fn wants_tsuids(tsdb: &Tsdb, q: &TsQuery) -> bool {
     q.show_tsuids || (!q.delete && !q.no_annotations && tsdb.has_annotations())
 }
 
+/// Adds the annotations OpenTSDB returns with query results: each group's series annotations
+/// (unless `noAnnotations`) and, with `globalAnnotations`, the global ones on every group.
 fn attach_annotations(
     tsdb: &Tsdb,
     q: &TsQuery,
