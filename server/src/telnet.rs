@@ -11,16 +11,15 @@
 //! A connection remembers the series it has sent, by the text of the metric and tags exactly
 //! as sent: clients send a series' tags the same way every time. A line whose text it knows
 //! skips the tag parsing, the name checks and the series lookup, and is written through the
-//! series' [`SeriesHandle`]; any other line takes the full path once.
+//! series' [`strata_tsdb::SeriesHandle`]; any other line takes the full path once.
 
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use rustc_hash::FxHashMap;
 use strata_ingest::{
     Command, LineSplitter, check_units, parse_command, parse_put_head, parse_put_line,
 };
-use strata_tsdb::{ErrorKind, PointRef, SeriesHandle, SeriesPoint, Tsdb, Value};
+use strata_tsdb::{ErrorKind, PointRef, SeriesPoint, Tsdb, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -28,6 +27,10 @@ use crate::auth::{Role, Roles};
 use crate::shared::Shared;
 use crate::unwind::CatchUnwind;
 use crate::version;
+
+mod known;
+
+use known::KnownSeries;
 
 /// Bytes read from the socket at a time. A chunk's puts become one storage write.
 const READ_CHUNK: usize = 64 << 10;
@@ -39,13 +42,6 @@ const YIELD_AFTER: std::time::Duration = std::time::Duration::from_micros(300);
 /// the reply to wait for ever, the connection would stop reading its puts and the collector's
 /// sends would block in turn. Past this the connection stops replying and goes on reading.
 const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-/// Series one connection remembers. A remembered series costs its text, a hash slot and a
-/// handle: about 150 bytes, so this bounds a connection's cache near 40 MB, enough for a relay
-/// that forwards a quarter of a million series on one connection. Past it, a batch's new
-/// series go the full way, and the next batch starts with an empty cache (see
-/// [`KnownSeries::start_batch`]).
-const MAX_KNOWN_SERIES: usize = 1 << 18;
-
 /// Serves telnet commands until the client closes the connection, sends `exit`, or the server
 /// shuts down.
 pub(crate) async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> anyhow::Result<()> {
@@ -192,30 +188,6 @@ struct Session {
     inject_panics: u32,
 }
 
-/// Series a connection has sent: `metric ' ' tags`, as sent, to a handle.
-///
-/// Collectors send their series in the same order round after round, so the series that came
-/// after a series last time is tried first: a comparison of its text, instead of copying,
-/// hashing and looking up the line's.
-///
-/// Series numbers index `handles` and are handed out for one batch's points, so the cache is
-/// only ever emptied between batches ([`KnownSeries::start_batch`]), never while a batch holds
-/// numbers: when it is full, [`KnownSeries::add`] declines instead.
-struct KnownSeries {
-    /// The [`Tsdb::series_epoch`] the handles were made in.
-    epoch: u64,
-    /// Most series remembered: [`MAX_KNOWN_SERIES`], or less in tests.
-    max: usize,
-    index: FxHashMap<Arc<[u8]>, u32>,
-    /// By series number: the handle, the text (shared with `index`), and the number of the
-    /// series that came next.
-    handles: Vec<SeriesHandle>,
-    texts: Vec<Arc<[u8]>>,
-    next: Vec<u32>,
-    /// The number of the series of the last line found.
-    last: u32,
-}
-
 /// The reply to a read whose lines could not all be handled because of a bug (a panic).
 const INTERNAL_ERROR_LINES_REPLY: &str =
     "error: internal error (logged by the server); some of the last lines were not handled\n";
@@ -224,102 +196,12 @@ const INTERNAL_ERROR_LINES_REPLY: &str =
 const INTERNAL_ERROR_REPLY: &str =
     "put: storage error: internal error (logged by the server); the point may not be stored\n";
 
-/// No series, in [`KnownSeries::next`] and [`KnownSeries::last`].
-const NO_SERIES: u32 = u32::MAX;
-
-impl Default for KnownSeries {
-    fn default() -> Self {
-        KnownSeries {
-            epoch: 0,
-            max: MAX_KNOWN_SERIES,
-            index: FxHashMap::default(),
-            handles: Vec::new(),
-            texts: Vec::new(),
-            next: Vec::new(),
-            last: NO_SERIES,
-        }
-    }
-}
-
-impl KnownSeries {
-    /// Readies the cache for a batch: forgets every series if their handles may be stale
-    /// (`epoch` is the current [`Tsdb::series_epoch`]) or the cache is full.
-    fn start_batch(&mut self, epoch: u64) {
-        if epoch != self.epoch || self.handles.len() >= self.max {
-            self.clear();
-            self.epoch = epoch;
-        }
-    }
-
-    fn clear(&mut self) {
-        self.index.clear();
-        self.handles.clear();
-        self.texts.clear();
-        self.next.clear();
-        self.last = NO_SERIES;
-    }
-
-    /// The number of the series of `metric` and `tags`, if known; `key` is scratch space.
-    fn find(&mut self, metric: &[u8], tags: &[u8], key: &mut Vec<u8>) -> Option<u32> {
-        let guess = self.next.get(self.last as usize).copied();
-        let found = match guess.and_then(|g| Some((g, self.texts.get(g as usize)?))) {
-            Some((g, text)) if is_series_text(text, metric, tags) => Some(g),
-            _ => {
-                series_text(metric, tags, key);
-                self.index.get(&key[..]).copied()
-            }
-        }?;
-        self.follow(found);
-        Some(found)
-    }
-
-    /// Notes that series `at` came after the last one.
-    fn follow(&mut self, at: u32) {
-        if let Some(n) = self.next.get_mut(self.last as usize) {
-            *n = at;
-        }
-        self.last = at;
-    }
-
-    /// Remembers the series of `key` and returns its number, or `None` when the cache is full
-    /// (the numbers already handed out in this batch must stay valid).
-    fn add(&mut self, key: &[u8], handle: SeriesHandle) -> Option<u32> {
-        if self.handles.len() >= self.max {
-            return None;
-        }
-        let at = self.handles.len() as u32;
-        let text: Arc<[u8]> = key.into();
-        self.handles.push(handle);
-        self.texts.push(text.clone());
-        self.next.push(NO_SERIES);
-        self.index.insert(text, at);
-        self.follow(at);
-        Some(at)
-    }
-}
-
-/// Whether `text` is `metric ' ' tags`.
-fn is_series_text(text: &[u8], metric: &[u8], tags: &[u8]) -> bool {
-    text.len() == metric.len() + 1 + tags.len()
-        && text.starts_with(metric)
-        && text[metric.len()] == b' '
-        && text.ends_with(tags)
-}
-
 /// A point of a known series, and the line it came from.
 struct KnownPoint {
     line: usize,
     series: u32,
     timestamp: i64,
     value: Value,
-}
-
-/// `metric ' ' tags` into `out`: a series' text, without the timestamp and value between.
-fn series_text(metric: &[u8], tags: &[u8], out: &mut Vec<u8>) {
-    out.clear();
-    out.extend_from_slice(metric);
-    out.push(b' ');
-    out.extend_from_slice(tags);
 }
 
 /// An empty vector on `v`'s allocation, for elements of another lifetime: a batch's points
@@ -571,10 +453,7 @@ impl Session {
             "storing a telnet batch panicked; storing it again without the series cache",
         );
         self.reply.truncate(reply_len);
-        self.known = KnownSeries {
-            max: 0,
-            ..KnownSeries::default()
-        };
+        self.known = KnownSeries::remembering_none();
         let again = crate::unwind::catch(|| self.flush_puts(puts));
         self.known = KnownSeries::default();
         if let Err(second) = again {
@@ -661,7 +540,7 @@ impl Session {
         };
         let mut by_handle: Vec<SeriesPoint<'_>> = recycle(std::mem::take(&mut self.handle_buf));
         by_handle.extend(known_points.iter().map(|k| SeriesPoint {
-            series: &known.handles[k.series as usize],
+            series: known.handle(k.series),
             timestamp: k.timestamp,
             value: k.value,
         }));
