@@ -92,6 +92,17 @@ impl InternalKey {
         }
     }
 
+    /// The same key in its own memory. A key read from a block shares the block's buffer,
+    /// and keeps all of it alive for as long as the key lives.
+    pub(crate) fn detached(&self) -> InternalKey {
+        InternalKey::new(
+            Bytes::copy_from_slice(&self.row),
+            Bytes::copy_from_slice(&self.column),
+            self.seq,
+            self.kind,
+        )
+    }
+
     /// The smallest key of `row`: every entry of the row sorts at or after it.
     pub(crate) fn seek_row(row: &[u8]) -> InternalKey {
         InternalKey::new(

@@ -38,10 +38,10 @@ pub(crate) struct SstBuilder {
     filter_mode: FilterMode,
     block: BlockBuilder,
     last_key: Option<InternalKey>,
-    index: Vec<IndexEntry>,
+    pub(super) index: Vec<IndexEntry>,
     rows: BloomBuilder,
     cells: BloomBuilder,
-    props: Properties,
+    pub(super) props: Properties,
     expiry: Option<RowExpirer>,
     times: RowTimes,
     /// Bytes written so far.
@@ -123,9 +123,16 @@ impl SstBuilder {
         let raw = self.block.finish();
         let handle = self.write_block(&raw, self.compression)?;
         self.block.recycle(raw);
-        let last_key = self.last_key.clone().ok_or_else(|| {
-            Error::InvalidArgument(format!("SST {}: flushing a block without a key", self.name))
-        })?;
+        // The index lives as long as the builder, and a compaction's keys come from its
+        // inputs' blocks: a shared key would keep one input block per output block alive, a
+        // whole file's worth of them by the end.
+        let last_key = self
+            .last_key
+            .as_ref()
+            .map(InternalKey::detached)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!("SST {}: flushing a block without a key", self.name))
+            })?;
         self.index.push(IndexEntry { last_key, handle });
         Ok(())
     }

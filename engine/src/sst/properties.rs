@@ -89,7 +89,8 @@ impl Properties {
     pub(crate) fn observe(&mut self, entry: &Entry) {
         let key = &entry.key;
         if self.entry_count == 0 {
-            self.first_row = key.row.clone();
+            // Kept for the builder's life: not the block buffer it may share.
+            self.first_row = Bytes::copy_from_slice(&key.row);
         }
         if self.last_row != key.row {
             self.last_row = key.row.clone();
