@@ -25,7 +25,7 @@ use crate::wal::{DecodedEntry, Entry as WalEntry, decode_entry};
 /// How many times the fixed cost of its rows a memtable's entries may take before it freezes,
 /// when that is more than `DbOptions::memtable_bytes` (see `Inner::freeze_at`).
 const ENTRIES_PER_ROW_BYTE: u64 = 2;
-/// Past this many times the base size, a memtable's entries may take only once its rows'
+/// Past this many times the base size, a memtable's entries may take only half its rows'
 /// cost. Each series writes into the next memtable within moments of a freeze, so at a
 /// million series the rows of two such memtables are in memory at once, and the frozen one's
 /// size sets the peak; with fewer series the memtable stays below this and keeps the fewer
@@ -45,7 +45,8 @@ const MEMTABLE_GROWTH: u64 = 16;
 fn freeze_size(base: u64, row_bytes: u64) -> u64 {
     let wanted = row_bytes.saturating_mul(ENTRIES_PER_ROW_BYTE + 1);
     let large = base.saturating_mul(LARGE_MEMTABLE);
-    let wanted = wanted.min(row_bytes.saturating_mul(2).max(large));
+    let large_rows = row_bytes.saturating_add(row_bytes / 2);
+    let wanted = wanted.min(large_rows.max(large));
     wanted.clamp(base, base.saturating_mul(MEMTABLE_GROWTH))
 }
 
@@ -224,7 +225,8 @@ mod tests {
     const MIB: u64 = 1 << 20;
 
     /// Few rows: the base size. Rows of a few entries: three times the rows' cost, until that
-    /// passes eight times the base, then twice, never past sixteen times the base.
+    /// passes eight times the base, then one and a half times, never past sixteen times the
+    /// base.
     #[test]
     fn memtables_of_many_rows_grow_less_once_large() {
         let base = 32 * MIB;
@@ -233,7 +235,8 @@ mod tests {
         assert_eq!(freeze_size(base, 80 * MIB), 240 * MIB);
         assert_eq!(freeze_size(base, 100 * MIB), 256 * MIB);
         assert_eq!(freeze_size(base, 127 * MIB), 256 * MIB);
-        assert_eq!(freeze_size(base, 200 * MIB), 400 * MIB);
+        assert_eq!(freeze_size(base, 180 * MIB), 270 * MIB);
+        assert_eq!(freeze_size(base, 200 * MIB), 300 * MIB);
         assert_eq!(freeze_size(base, 400 * MIB), 512 * MIB);
     }
 }
