@@ -97,7 +97,7 @@ impl Inner {
     /// million series, each written every few seconds), a flush at the base size would write
     /// every row with one or two entries, and every compaction after it would copy each row
     /// once per flush; so a memtable grows until its entries take [`ENTRIES_PER_ROW_BYTE`]
-    /// times what its rows cost (once, past [`LARGE_MEMTABLE`] times the base size), up to
+    /// times what its rows cost (half, past [`LARGE_MEMTABLE`] times the base size), up to
     /// [`MEMTABLE_GROWTH`] times the base size.
     fn freeze_at(&self, mem: &Memtable) -> u64 {
         freeze_size(self.opts.memtable_bytes as u64, mem.row_bytes())

@@ -14,11 +14,11 @@ use xxhash_rust::xxh3::xxh3_64;
 /// 35 MB, enough for a relay that forwards a quarter of a million series on one connection.
 /// Past it, a batch's new series go the full way, and the next batch starts with an empty
 /// cache (see [`KnownSeries::start_batch`]).
-pub(super) const MAX_KNOWN_SERIES: usize = 1 << 18;
+const MAX_KNOWN_SERIES: usize = 1 << 18;
 
 /// Bytes of series text one connection remembers, whatever the number of series: a bound
 /// on the cache when the series' texts are long.
-pub(super) const MAX_KNOWN_TEXT_BYTES: usize = 64 << 20;
+const MAX_KNOWN_TEXT_BYTES: usize = 64 << 20;
 
 /// The largest text chunk. A text never spans two chunks; a longer one is not remembered.
 /// Chunks start small and double up to this, so a connection with a few series (most
@@ -45,14 +45,14 @@ pub(super) struct KnownSeries {
     /// Most series remembered: [`MAX_KNOWN_SERIES`], or less in tests.
     pub(super) max: usize,
     /// Most text bytes remembered: [`MAX_KNOWN_TEXT_BYTES`], or less in tests.
-    pub(super) max_text_bytes: usize,
+    max_text_bytes: usize,
     /// Series numbers, hashed by their text.
     index: HashTable<u32>,
     /// By series number: the handle, where its text is, and the number of the series that
     /// came next.
     pub(super) handles: Vec<SeriesHandle>,
     spans: Vec<Span>,
-    pub(super) next: Vec<u32>,
+    next: Vec<u32>,
     /// The texts, back to back in chunks of at most [`CHUNK`] bytes that never grow past
     /// the size they were made with, so they never move.
     chunks: Vec<Vec<u8>>,
