@@ -44,7 +44,7 @@ pub use point::{MAX_TIMESTAMP_MS, PointRef, Tags, is_millis};
 pub use put_response::{DatapointEcho, PutFailure, PutResponse, ReplyMode};
 pub use remote_write::{
     Label, RemoteWriteBatch, RemoteWriteReply, STALE_NAN_BITS, Sample, TimeSeries, WriteRequest,
-    decompress_write_request, encode_write_request,
+    decompress_write_request, decompress_write_request_into, encode_write_request,
 };
 pub use telnet::{
     COMMAND_NAMES, Command, PutHead, check_units, help_reply, parse_command, parse_put_head,

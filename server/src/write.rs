@@ -4,13 +4,14 @@
 //!
 //! Both take `?sync` as `/api/put` does: the answer waits until the WAL is fsynced.
 
+use std::cell::RefCell;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hyper::Request;
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 use strata_ingest::{
-    InfluxApi, InfluxBatch, InfluxReply, Precision, RemoteWriteBatch, decompress_write_request,
+    InfluxApi, InfluxBatch, InfluxReply, Precision, RemoteWriteBatch, decompress_write_request_into,
 };
 use strata_tsdb::SeriesPoint;
 
@@ -39,16 +40,35 @@ pub(crate) async fn remote_write(req: Request<Incoming>, shared: &Shared) -> Res
     })
 }
 
+thread_local! {
+    /// The decompressed request of this thread's last remote write, kept for the next.
+    static DECOMPRESSED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A thread keeps its decompression buffer up to this size; a larger one is freed after its
+/// request, so a burst of large requests on many blocking threads does not stay in memory.
+const KEPT_DECOMPRESSED_BYTES: usize = 4 << 20;
+
 fn remote_write_now(body: &[u8], shared: &Shared, sync: bool) -> Resp {
+    DECOMPRESSED.with_borrow_mut(|buf| {
+        let resp = remote_write_decompressed(body, buf, shared, sync);
+        if buf.capacity() > KEPT_DECOMPRESSED_BYTES {
+            *buf = Vec::new();
+        }
+        resp
+    })
+}
+
+fn remote_write_decompressed(body: &[u8], buf: &mut Vec<u8>, shared: &Shared, sync: bool) -> Resp {
     let c = &shared.metrics.remote_write;
-    let raw = match decompress_write_request(body, shared.config.max_body_bytes) {
-        Ok(raw) => raw,
+    let raw = match decompress_write_request_into(body, shared.config.max_body_bytes, buf) {
+        Ok(len) => &buf[..len],
         Err(e) => {
             c.rejected(reason::BAD_SYNTAX);
             return text(e.status(), format!("{e}\n"));
         }
     };
-    let decoded = RemoteWriteBatch::decode(&raw).and_then(|mut batch| {
+    let decoded = RemoteWriteBatch::decode(raw).and_then(|mut batch| {
         batch.resolve(&shared.tsdb, &shared.remote_write_series)?;
         Ok(batch)
     });

@@ -65,6 +65,30 @@ fn requests_round_trip_through_snappy_and_protobuf() -> Result<(), ProtocolError
     Ok(())
 }
 
+/// A buffer kept from a larger request holds its bytes past the next one's end; only the
+/// length returned is the request.
+#[test]
+fn a_reused_buffer_gives_each_request_exactly() -> Result<(), ProtocolError> {
+    let large = WriteRequest {
+        timeseries: vec![series(
+            &[("__name__", "up"), ("job", &"n".repeat(300))],
+            &[(1.0, 1_700_000_000_000)],
+        )],
+    };
+    let small = WriteRequest {
+        timeseries: vec![series(&[("__name__", "up")], &[(2.0, 1_700_000_000_000)])],
+    };
+    let mut buf = Vec::new();
+    let n = decompress_write_request_into(&encode_write_request(&large), 1 << 20, &mut buf)?;
+    assert_eq!(&buf[..n], raw(&large).as_slice());
+    let n = decompress_write_request_into(&encode_write_request(&small), 1 << 20, &mut buf)?;
+    assert_eq!(&buf[..n], raw(&small).as_slice());
+    assert!(buf.len() > n, "the buffer kept its size");
+    let e = decompress_write_request_into(b"not snappy at all", 1 << 20, &mut buf).unwrap_err();
+    assert!(matches!(e, ProtocolError::Snappy(_)), "{e}");
+    Ok(())
+}
+
 #[test]
 fn bad_bodies_are_client_errors() {
     let e = decompress_write_request(b"not snappy at all", 1 << 20).unwrap_err();
