@@ -13,8 +13,8 @@ use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use strata_benches::devops::{METRICS, START};
 use strata_ingest::{
-    InfluxBatch, KnownSeries, Label, Precision, RemoteWriteBatch, Sample, TimeSeries, WriteRequest,
-    decompress_write_request, encode_write_request,
+    InfluxBatch, KnownLines, KnownSeries, Label, Precision, RemoteWriteBatch, Sample, TimeSeries,
+    WriteRequest, decompress_write_request, encode_write_request,
 };
 use strata_tsdb::{Tsdb, TsdbOptions};
 
@@ -99,7 +99,7 @@ fn remote_write_points(body: &[u8], tsdb: &Tsdb, known: &KnownSeries) -> usize {
     batch.series_points().len()
 }
 
-fn influx_points(body: &[u8], tsdb: &Tsdb, known: &KnownSeries) -> usize {
+fn influx_points(body: &[u8], tsdb: &Tsdb, known: &KnownLines) -> usize {
     let mut batch = InfluxBatch::parse_known(body, Precision::Nanoseconds, 0, tsdb, known);
     batch.resolve(tsdb, known);
     batch.series_points().len()
@@ -120,7 +120,7 @@ fn bench_decode(c: &mut Criterion) {
     });
 
     let lp = influx_body();
-    let known = KnownSeries::new();
+    let known = KnownLines::new();
     assert_eq!(influx_points(&lp, &tsdb, &known), BATCH);
     group.bench_function("influx-2000", |b| {
         b.iter(|| influx_points(&lp, &tsdb, &known))

@@ -10,7 +10,8 @@
 //! - [`decode_body`], [`parse_put_body`], [`PutResponse`]: HTTP `/api/put`.
 //! - [`decompress_write_request`], [`RemoteWriteBatch`], [`KnownSeries`]: Prometheus remote
 //!   write 1.0.
-//! - [`InfluxBatch`], [`Precision`]: the Influx line protocol (`/write`, `/api/v2/write`).
+//! - [`InfluxBatch`], [`Precision`], [`KnownLines`]: the Influx line protocol (`/write`,
+//!   `/api/v2/write`).
 //!
 //! Remote write and the line protocol map names with [`strata_tsdb::escape_name`] and hand
 //! the storage layer a [`PointBatch`] of its own point type.
@@ -21,6 +22,7 @@ mod error;
 mod http_put;
 mod influx;
 mod json;
+mod known_lines;
 mod known_series;
 mod line_protocol;
 mod line_splitter;
@@ -38,6 +40,7 @@ pub use error::{
 };
 pub use http_put::{ParsedPut, decode_body, parse_put_body};
 pub use influx::{InfluxApi, InfluxBatch, InfluxReply, Precision};
+pub use known_lines::KnownLines;
 pub use known_series::KnownSeries;
 pub use line_splitter::LineSplitter;
 pub use point::{MAX_TIMESTAMP_MS, PointRef, Tags, is_millis};

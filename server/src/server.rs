@@ -58,7 +58,7 @@ pub async fn serve(config: Config, tsdb: strata_tsdb::Tsdb) -> anyhow::Result<()
         metrics: Metrics::new().context("registering metrics")?,
         host: crate::stats::hostname(),
         remote_write_series: strata_ingest::KnownSeries::new(),
-        influx_series: strata_ingest::KnownSeries::new(),
+        influx_series: strata_ingest::KnownLines::new(),
         auth,
         tls,
     });

@@ -22,7 +22,7 @@ pub(crate) struct Shared {
     /// The series remote write has resolved, by their encoded labels.
     pub(crate) remote_write_series: strata_ingest::KnownSeries,
     /// The series the line protocol has resolved, by series section and field key.
-    pub(crate) influx_series: strata_ingest::KnownSeries,
+    pub(crate) influx_series: strata_ingest::KnownLines,
     /// The tokens clients must present; `None` = authentication off.
     pub(crate) auth: Option<crate::auth::AuthFile>,
     /// The TLS certificate and key; `None` = TLS off.
@@ -45,7 +45,7 @@ impl Shared {
             metrics: Metrics::new()?,
             host: "test".into(),
             remote_write_series: strata_ingest::KnownSeries::new(),
-            influx_series: strata_ingest::KnownSeries::new(),
+            influx_series: strata_ingest::KnownLines::new(),
             auth: None,
             tls: None,
         });

@@ -268,7 +268,7 @@ cpu,host=a,dc=x user=1 1700000000000000000 extra
 fn known_series_lines_are_read_as_the_full_parse_reads_them() {
     let dir = tempfile::tempdir().unwrap();
     let tsdb = Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default()).unwrap();
-    let known = KnownSeries::new();
+    let known = KnownLines::new();
     let body = MIXED_BODY.as_bytes();
     let full = InfluxBatch::parse(body, Precision::Nanoseconds, NOW_MS);
     let full_points: Vec<(i64, Value)> = owned(&full).into_iter().map(|p| (p.2, p.3)).collect();
