@@ -7,7 +7,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata_tsdb::Value;
 
-/// Sets the server's mimalloc purge delay (`src/main.rs`: `mi_option_purge_delay`, 10 ms). A
+/// Sets the server's mimalloc purge delay (`src/main.rs`: `mi_option_purge_delay`, 100 ms). A
 /// bench that declares `#[global_allocator] static GLOBAL: mimalloc::MiMalloc` and calls this
 /// measures its path on the allocator as the server runs it: with another allocator, allocation
 /// would weigh differently in the figures than it does in the server.
@@ -17,7 +17,7 @@ use strata_tsdb::Value;
 )]
 pub fn configure_allocator() {
     // SAFETY: stores an integer in mimalloc's option table; valid at any time.
-    unsafe { libmimalloc_sys::mi_option_set(libmimalloc_sys::mi_option_use_numa_nodes - 1, 10) };
+    unsafe { libmimalloc_sys::mi_option_set(libmimalloc_sys::mi_option_use_numa_nodes - 1, 100) };
 }
 
 /// Seed the benches use unless they say otherwise.
