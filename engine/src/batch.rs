@@ -1,7 +1,8 @@
 //! Atomic write batches and their encoding.
 //!
-//! A [`WriteBatch`] keeps its operations pre-encoded in one buffer, so appending it to the WAL
-//! is a copy. The encoding of one operation is:
+//! A [`WriteBatch`] keeps its operations pre-encoded in one buffer, after room for the WAL's
+//! record frame, so the WAL can frame the batch where it is and keep the buffer instead of
+//! copying it (see [`WriteBatch::take_buffer`]). The encoding of one operation is:
 //!
 //! ```text
 //! +------+----------------+----------------------+-------------------------+------------------------+
@@ -17,6 +18,11 @@
 
 use crate::coding::{Cursor, put_varint};
 use crate::table::Table;
+use crate::wal::segment::RECORD_HEADER_BYTES;
+
+/// Where a batch's operations start in its buffer: after room for the WAL's record frame and
+/// the batch record's type byte and operation count (a u32 varint, at most 5 bytes).
+pub(crate) const OPS_AT: usize = RECORD_HEADER_BYTES + 1 + 5;
 
 const KIND_PUT: u8 = 1;
 const KIND_DELETE: u8 = 2;
@@ -58,7 +64,8 @@ impl<'a> OpRef<'a> {
 /// cell.
 #[derive(Debug, Clone, Default)]
 pub struct WriteBatch {
-    /// The encoded operations, back to back.
+    /// [`OPS_AT`] bytes of room, then the encoded operations back to back; empty before the
+    /// first operation, so an unused batch allocates nothing.
     data: Vec<u8>,
     /// Number of operations in `data`.
     count: u32,
@@ -74,35 +81,46 @@ impl WriteBatch {
     /// row, column and value, plus a few bytes of lengths).
     pub fn with_capacity(bytes: usize) -> WriteBatch {
         WriteBatch {
-            data: Vec::with_capacity(bytes),
+            data: Vec::with_capacity(OPS_AT + bytes),
             count: 0,
         }
     }
 
+    /// The buffer, with its room for the frame made before the first operation.
+    fn ops(&mut self) -> &mut Vec<u8> {
+        if self.data.is_empty() {
+            self.data.resize(OPS_AT, 0);
+        }
+        &mut self.data
+    }
+
     /// Sets `column` of `row` in `table` to `value`.
     pub fn put(&mut self, table: &Table, row: &[u8], column: &[u8], value: &[u8]) {
-        self.data.push(KIND_PUT);
-        put_varint(&mut self.data, u64::from(table.id()));
-        put_bytes(&mut self.data, row);
-        put_bytes(&mut self.data, column);
-        put_bytes(&mut self.data, value);
+        let data = self.ops();
+        data.push(KIND_PUT);
+        put_varint(data, u64::from(table.id()));
+        put_bytes(data, row);
+        put_bytes(data, column);
+        put_bytes(data, value);
         self.count += 1;
     }
 
     /// Deletes one cell.
     pub fn delete(&mut self, table: &Table, row: &[u8], column: &[u8]) {
-        self.data.push(KIND_DELETE);
-        put_varint(&mut self.data, u64::from(table.id()));
-        put_bytes(&mut self.data, row);
-        put_bytes(&mut self.data, column);
+        let data = self.ops();
+        data.push(KIND_DELETE);
+        put_varint(data, u64::from(table.id()));
+        put_bytes(data, row);
+        put_bytes(data, column);
         self.count += 1;
     }
 
     /// Deletes every cell of a row that was written before this batch.
     pub fn delete_row(&mut self, table: &Table, row: &[u8]) {
-        self.data.push(KIND_DELETE_ROW);
-        put_varint(&mut self.data, u64::from(table.id()));
-        put_bytes(&mut self.data, row);
+        let data = self.ops();
+        data.push(KIND_DELETE_ROW);
+        put_varint(data, u64::from(table.id()));
+        put_bytes(data, row);
         self.count += 1;
     }
 
@@ -118,20 +136,20 @@ impl WriteBatch {
 
     /// Approximate encoded size in bytes.
     pub fn approximate_bytes(&self) -> usize {
-        self.data.len()
+        self.data().len()
     }
 
-    /// Removes every operation, keeping the allocation.
     /// Bytes of operations it has room for without reallocating.
     pub fn capacity(&self) -> usize {
-        self.data.capacity()
+        self.data.capacity().saturating_sub(OPS_AT)
     }
 
     /// Makes room for at least `bytes` more bytes of operations.
     pub fn reserve(&mut self, bytes: usize) {
-        self.data.reserve(bytes);
+        self.ops().reserve(bytes);
     }
 
+    /// Removes every operation, keeping the allocation.
     pub fn clear(&mut self) {
         self.data.clear();
         self.count = 0;
@@ -144,7 +162,15 @@ impl WriteBatch {
 
     /// The encoded operations.
     pub(crate) fn data(&self) -> &[u8] {
-        &self.data
+        self.data.get(OPS_AT..).unwrap_or_default()
+    }
+
+    /// Takes the buffer (operations from [`OPS_AT`] on, [`WriteBatch::count`] of them),
+    /// leaving the batch empty with `replacement`'s allocation.
+    pub(crate) fn take_buffer(&mut self, mut replacement: Vec<u8>) -> Vec<u8> {
+        replacement.clear();
+        self.count = 0;
+        std::mem::replace(&mut self.data, replacement)
     }
 }
 

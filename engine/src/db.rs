@@ -43,6 +43,12 @@ use crate::stats::{EngineStats, LevelStats};
 use crate::table::Table;
 use crate::wal::Entry as WalEntry;
 
+/// A batch to commit: copied into the WAL, or its buffer taken by it.
+enum Batch<'a> {
+    Copied(&'a WriteBatch),
+    Taken(&'a mut WriteBatch),
+}
+
 /// An open database. Cheap to clone; every clone shares the same state.
 #[derive(Debug, Clone)]
 pub struct Db {
@@ -138,17 +144,25 @@ impl Db {
     ///
     /// An error is returned only for a batch refused when queued; a later WAL failure fails
     /// every later write instead.
-    pub fn write_queued(&self, batch: &WriteBatch) -> Result<()> {
-        self.write_inner(batch, self.inner.opts.sync == SyncPolicy::Always, true)
+    ///
+    /// The WAL keeps the batch's buffer rather than copying it: `batch` is left empty (with
+    /// room from an earlier batch), whether or not the write succeeds.
+    pub fn write_queued(&self, batch: &mut WriteBatch) -> Result<()> {
+        let sync = self.inner.opts.sync == SyncPolicy::Always;
+        let written = self.write_checked(Batch::Taken(batch), sync, true, true);
+        batch.clear();
+        written
     }
 
     /// [`Db::write_queued`] for a caller that calls [`Db::settle`] right after: the batches
     /// left with no commit leader are left to that settle, which leads them itself, instead
     /// of waking the apply thread to lead them while the caller waits for it (a wake-up and
     /// two context switches per call, with a core idle meanwhile).
-    pub fn write_queued_before_settle(&self, batch: &WriteBatch) -> Result<()> {
+    pub fn write_queued_before_settle(&self, batch: &mut WriteBatch) -> Result<()> {
         let sync = self.inner.opts.sync == SyncPolicy::Always;
-        self.write_checked(batch, sync, true, false)
+        let written = self.write_checked(Batch::Taken(batch), sync, true, false);
+        batch.clear();
+        written
     }
 
     /// Waits until every batch queued by [`Db::write_queued`] before the call is in the
@@ -164,19 +178,26 @@ impl Db {
     }
 
     fn write_inner(&self, batch: &WriteBatch, sync: bool, queue: bool) -> Result<()> {
-        self.write_checked(batch, sync, queue, true)
+        self.write_checked(Batch::Copied(batch), sync, queue, true)
     }
 
     /// Commits `batch`; `wake`: wake the apply thread for batches left with no leader.
-    fn write_checked(&self, batch: &WriteBatch, sync: bool, queue: bool, wake: bool) -> Result<()> {
-        if batch.is_empty() {
+    fn write_checked(&self, batch: Batch<'_>, sync: bool, queue: bool, wake: bool) -> Result<()> {
+        let empty = match &batch {
+            Batch::Copied(b) => b.is_empty(),
+            Batch::Taken(b) => b.is_empty(),
+        };
+        if empty {
             return Ok(());
         }
         self.inner.fs.check_writable()?;
         if self.inner.stall_if_needed()? {
             self.inner.freeze_overgrown()?;
         }
-        let stranded = self.inner.commit(WalEntry::Batch(batch), sync, queue)?;
+        let stranded = match batch {
+            Batch::Copied(b) => self.inner.commit(WalEntry::Batch(b), sync, queue)?,
+            Batch::Taken(b) => self.inner.commit_batch(b, sync, queue)?,
+        };
         self.inner.wake_applier(stranded && wake);
         if sync {
             if self.inner.fs.sync_needs_flush() {
@@ -407,7 +428,7 @@ mod tests {
         for i in 0..100u32 {
             let mut b = WriteBatch::new();
             b.put(&t, b"r", b"c", &i.to_be_bytes());
-            db.write_queued(&b)?;
+            db.write_queued(&mut b)?;
         }
         // No settle and no later write: the apply thread alone makes the last one visible.
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -421,7 +442,7 @@ mod tests {
         // A plain write waits for the batches queued before it.
         let mut b = WriteBatch::new();
         b.put(&t, b"r", b"d", b"x");
-        db.write_queued(&b)?;
+        db.write_queued(&mut b)?;
         let mut b = WriteBatch::new();
         b.put(&t, b"s", b"c", b"y");
         db.write(&b)?;

@@ -95,12 +95,14 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, LogFile};
 
 use crate::file_name::segment_file_name;
+use entry::frame_batch_in_place;
 pub(crate) use entry::{DecodedEntry, Entry, decode_entry};
-use segment::{HEADER_BYTES, MAX_PAYLOAD_BYTES, encode_header, frame_record};
+use segment::{HEADER_BYTES, MAX_PAYLOAD_BYTES, RECORD_HEADER_BYTES, encode_header, frame_record};
 
 /// Queued records past this many bytes make [`Wal::commit`] wait even when asked only to
 /// queue: a bound on the memory and on how far the applied state trails the queue.
@@ -147,13 +149,39 @@ struct Segment {
     dirty: bool,
 }
 
+/// Spare record buffers are kept up to this many, and this many bytes in all.
+const SPARE_BUFFERS: usize = 16;
+const SPARE_BYTES: usize = 4 << 20;
+/// Records from this size are written straight from their buffers; smaller ones of a group
+/// are gathered into one write, so a group of many small records costs one system call.
+const GATHER_BELOW: usize = 32 << 10;
+
+/// A framed record waiting in the queue, in a buffer of its own: a batch's own buffer (see
+/// [`Wal::commit_batch`]), which is written and applied from where the batch encoded it.
+#[derive(Debug)]
+struct QueuedRecord {
+    buf: Vec<u8>,
+    /// The record, frame and payload, in `buf`.
+    framed: Range<usize>,
+}
+
+impl QueuedRecord {
+    fn bytes(&self) -> &[u8] {
+        &self.buf[self.framed.clone()]
+    }
+
+    fn payload(&self) -> &[u8] {
+        &self.buf[self.framed.start + RECORD_HEADER_BYTES..self.framed.end]
+    }
+}
+
 /// Records waiting for the next group commit.
 #[derive(Debug, Default)]
 struct Queue {
-    /// Framed records, back to back.
-    buf: Vec<u8>,
-    /// Each record's payload range in `buf`.
-    payloads: Vec<Range<usize>>,
+    /// The records, in ticket order.
+    records: Vec<QueuedRecord>,
+    /// Bytes of `records`, frames included.
+    bytes: usize,
     /// Number of batch records in `buf`.
     batches: u64,
     /// Some waiter needs an fsync.
@@ -171,9 +199,22 @@ struct Queue {
     refused: Vec<Refused>,
     /// After the WAL failed, tickets from this one on fail, and so does every later commit.
     failed: Option<(u64, Arc<Error>)>,
-    /// The buffers of the group before, emptied, for the next group to queue into: fresh ones
-    /// would fault their pages in again as they grow.
-    spare: (Vec<u8>, Vec<Range<usize>>),
+    /// Buffers of records written before, emptied, for the batches committed next (up to
+    /// [`SPARE_BYTES`]): fresh ones would fault their pages in again as they grow.
+    spare: Vec<Vec<u8>>,
+    /// The record list of the group before, emptied, for the next group.
+    spare_records: Vec<QueuedRecord>,
+}
+
+impl Queue {
+    /// Keeps `buf`, emptied, for a later batch, if there is room.
+    fn keep_spare(&mut self, mut buf: Vec<u8>) {
+        let kept: usize = self.spare.iter().map(Vec::capacity).sum();
+        if self.spare.len() < SPARE_BUFFERS && kept + buf.capacity() <= SPARE_BYTES {
+            buf.clear();
+            self.spare.push(buf);
+        }
+    }
 }
 
 /// A group refused without failing the WAL.
@@ -246,7 +287,7 @@ impl Wal {
 
     /// Bytes of records queued and not yet taken by a group.
     pub(crate) fn queued_bytes(&self) -> u64 {
-        self.queue.lock().buf.len() as u64
+        self.queue.lock().bytes as u64
     }
 
     /// Whether the WAL failed (see `## Failures`): it refuses every write until a restart.
@@ -315,17 +356,66 @@ impl Wal {
                 entry.max_encoded_len()
             )));
         }
+        let mut buf = Vec::with_capacity(RECORD_HEADER_BYTES + entry.max_encoded_len());
+        let payload = frame_record(&mut buf, |out| entry.encode(out));
+        let record = QueuedRecord {
+            framed: payload.start - RECORD_HEADER_BYTES..payload.end,
+            buf,
+        };
+        self.enqueue(record, entry.is_batch(), None, sync, queue, apply)
+    }
+
+    /// [`Wal::commit`] of `batch`, without copying it: the record is framed in the room the
+    /// batch keeps before its operations, and its buffer is queued as it is. `batch` is left
+    /// empty, with the buffer of a record written before when there is one, whether or not
+    /// the commit succeeds.
+    pub(crate) fn commit_batch(
+        &self,
+        batch: &mut WriteBatch,
+        sync: bool,
+        queue: bool,
+        apply: &mut dyn FnMut(&[&[u8]]),
+    ) -> Result<bool> {
+        let len = Entry::Batch(batch).max_encoded_len();
+        if len > MAX_PAYLOAD_BYTES {
+            return Err(Error::InvalidArgument(format!(
+                "write batch of about {len} bytes exceeds the limit of {MAX_PAYLOAD_BYTES}"
+            )));
+        }
+        let count = batch.count();
+        let mut buf = batch.take_buffer(Vec::new());
+        let framed = frame_batch_in_place(&mut buf, count);
+        let record = QueuedRecord { buf, framed };
+        self.enqueue(record, true, Some(batch), sync, queue, apply)
+    }
+
+    /// Queues `record` (a batch if `is_batch`), gives `refill` a spare buffer, and commits as
+    /// [`Wal::commit`] says.
+    fn enqueue(
+        &self,
+        record: QueuedRecord,
+        is_batch: bool,
+        refill: Option<&mut WriteBatch>,
+        sync: bool,
+        queue: bool,
+        apply: &mut dyn FnMut(&[&[u8]]),
+    ) -> Result<bool> {
         let mut q = self.queue.lock();
+        if let Some(batch) = refill
+            && let Some(spare) = q.spare.pop()
+        {
+            batch.take_buffer(spare);
+        }
         if let Some((_, cause)) = &q.failed {
             return Err(Error::WalFailed(cause.clone()));
         }
         let ticket = q.next_ticket;
         q.next_ticket += 1;
-        let range = frame_record(&mut q.buf, |out| entry.encode(out));
-        q.payloads.push(range);
-        q.batches += u64::from(entry.is_batch());
+        q.bytes += record.framed.len();
+        q.records.push(record);
+        q.batches += u64::from(is_batch);
         q.sync |= sync;
-        if queue && !sync && q.buf.len() <= QUEUE_LIMIT_BYTES {
+        if queue && !sync && q.bytes <= QUEUE_LIMIT_BYTES {
             q.detached = true;
             return Ok(!q.leader);
         }
@@ -395,8 +485,8 @@ impl Wal {
         if q.failed.is_some() {
             // Queued while the failing group was written: fail everything still queued.
             q.done = q.next_ticket;
-            q.buf.clear();
-            q.payloads.clear();
+            q.records.clear();
+            q.bytes = 0;
             q.batches = 0;
             q.sync = false;
             q.detached = false;
@@ -406,17 +496,17 @@ impl Wal {
         q.leader = true;
         let first = q.done;
         let upto = q.next_ticket;
-        let (spare_buf, spare_payloads) = std::mem::take(&mut q.spare);
-        let buf = std::mem::replace(&mut q.buf, spare_buf);
-        let payloads = std::mem::replace(&mut q.payloads, spare_payloads);
+        let spare_records = std::mem::take(&mut q.spare_records);
+        let mut records = std::mem::replace(&mut q.records, spare_records);
+        let bytes = std::mem::take(&mut q.bytes);
         let batches = std::mem::take(&mut q.batches);
         let group_sync = std::mem::take(&mut q.sync);
         let detached = std::mem::take(&mut q.detached);
         drop(q);
 
-        let result = self.write_group(&buf, group_sync, batches);
+        let result = self.write_group(&records, bytes, group_sync, batches);
         if result.is_ok() {
-            let slices: Vec<&[u8]> = payloads.iter().map(|r| &buf[r.clone()]).collect();
+            let slices: Vec<&[u8]> = records.iter().map(QueuedRecord::payload).collect();
             apply(&slices);
         }
 
@@ -425,11 +515,11 @@ impl Wal {
         q.done = upto;
         match result {
             Ok(()) => {
-                if q.spare.0.capacity() < buf.capacity() {
-                    let (mut buf, mut payloads) = (buf, payloads);
-                    buf.clear();
-                    payloads.clear();
-                    q.spare = (buf, payloads);
+                for r in records.drain(..) {
+                    q.keep_spare(r.buf);
+                }
+                if q.spare_records.capacity() < records.capacity() {
+                    q.spare_records = records;
                 }
             }
             Err((e, true)) if !detached => {
@@ -451,13 +541,19 @@ impl Wal {
         q
     }
 
-    fn write_group(&self, buf: &[u8], sync: bool, batches: u64) -> Result<(), GroupError> {
+    fn write_group(
+        &self,
+        records: &[QueuedRecord],
+        bytes: usize,
+        sync: bool,
+        batches: u64,
+    ) -> Result<(), GroupError> {
         let mut out = self.out.lock();
-        if out.len > HEADER_BYTES as u64 && out.len + buf.len() as u64 > self.segment_bytes {
+        if out.len > HEADER_BYTES as u64 && out.len + bytes as u64 > self.segment_bytes {
             self.roll(&mut out)?;
         }
         let at = out.len;
-        if let Err(e) = out.file.write_at(at, buf) {
+        if let Err(e) = write_records(&*out.file, at, records) {
             // Cut off whatever part of the group reached the file, so that none of it can be
             // replayed and the next group appends at the same place.
             let cut = out.file.truncate(at);
@@ -467,11 +563,9 @@ impl Wal {
             let clean = no_space(&e) && cut.is_ok();
             return Err((e, clean));
         }
-        out.len += buf.len() as u64;
+        out.len += bytes as u64;
         out.dirty = true;
-        self.stats
-            .bytes
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         self.stats.batches.fetch_add(batches, Ordering::Relaxed);
         if sync {
             self.sync_locked(&mut out).map_err(|e| (e, false))?;
@@ -611,6 +705,36 @@ impl std::fmt::Debug for Wal {
             .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
+}
+
+/// Writes `records` back to back from `at`: each large one from its own buffer, and each run
+/// of small ones gathered into one write. On failure a prefix of them may have been written.
+fn write_records(file: &dyn LogFile, at: u64, records: &[QueuedRecord]) -> Result<()> {
+    if let [one] = records {
+        return file.write_at(at, one.bytes());
+    }
+    let mut gathered: Vec<u8> = Vec::new();
+    let (mut gathered_at, mut pos) = (at, at);
+    for r in records {
+        let bytes = r.bytes();
+        if bytes.len() < GATHER_BELOW {
+            if gathered.is_empty() {
+                gathered_at = pos;
+            }
+            gathered.extend_from_slice(bytes);
+        } else {
+            if !gathered.is_empty() {
+                file.write_at(gathered_at, &gathered)?;
+                gathered.clear();
+            }
+            file.write_at(pos, bytes)?;
+        }
+        pos += bytes.len() as u64;
+    }
+    if !gathered.is_empty() {
+        file.write_at(gathered_at, &gathered)?;
+    }
+    Ok(())
 }
 
 /// Whether `e` says the disk is full.

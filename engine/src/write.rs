@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::inner::Inner;
 use crate::memtable::Memtable;
@@ -55,6 +56,18 @@ impl Inner {
     /// are left with no commit leader: the caller wakes the apply thread for them, or settles.
     pub(crate) fn commit(&self, entry: WalEntry<'_>, sync: bool, queue: bool) -> Result<bool> {
         self.wal.commit(entry, sync, queue, &mut |payloads| {
+            self.apply_group(payloads)
+        })
+    }
+
+    /// [`Inner::commit`] of a batch whose buffer the WAL keeps (see `Wal::commit_batch`).
+    pub(crate) fn commit_batch(
+        &self,
+        batch: &mut WriteBatch,
+        sync: bool,
+        queue: bool,
+    ) -> Result<bool> {
+        self.wal.commit_batch(batch, sync, queue, &mut |payloads| {
             self.apply_group(payloads)
         })
     }

@@ -718,8 +718,8 @@ impl Tsdb {
         let committed = match how {
             Commit::Wait => inner.store.db.write(&batch),
             Commit::Sync => inner.store.db.write_sync(&batch),
-            Commit::Queued => inner.store.db.write_queued(&batch),
-            Commit::BeforeSettle => inner.store.db.write_queued_before_settle(&batch),
+            Commit::Queued => inner.store.db.write_queued(&mut batch),
+            Commit::BeforeSettle => inner.store.db.write_queued_before_settle(&mut batch),
         };
         match committed {
             Ok(()) => {

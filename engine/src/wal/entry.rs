@@ -2,8 +2,11 @@
 //!
 //! The byte layout is documented in the `wal` module's `## Format` section.
 
-use crate::batch::{OpRef, WriteBatch, decode_ops};
+use std::ops::Range;
+
+use crate::batch::{OPS_AT, OpRef, WriteBatch, decode_ops};
 use crate::coding::{Cursor, put_varint};
+use crate::wal::segment::{RECORD_HEADER_BYTES, seal_record};
 
 /// Payload type of a table-creation record.
 const ENTRY_TABLE: u8 = 1;
@@ -48,6 +51,20 @@ impl Entry<'_> {
     pub(crate) fn is_batch(&self) -> bool {
         matches!(self, Entry::Batch(_))
     }
+}
+
+/// Frames, where it is, the batch record of `count` operations whose buffer (from
+/// [`WriteBatch::take_buffer`]) is `buf`: its type byte, count and frame go in the room before
+/// the operations. Returns the whole record's range in `buf`.
+pub(crate) fn frame_batch_in_place(buf: &mut [u8], count: u32) -> Range<usize> {
+    let mut head = Vec::with_capacity(6);
+    head.push(ENTRY_BATCH);
+    put_varint(&mut head, u64::from(count));
+    let payload_at = OPS_AT - head.len();
+    buf[payload_at..OPS_AT].copy_from_slice(&head);
+    let at = payload_at - RECORD_HEADER_BYTES;
+    seal_record(buf, at);
+    at..buf.len()
 }
 
 /// A decoded WAL record payload.

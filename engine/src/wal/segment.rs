@@ -88,16 +88,20 @@ pub(crate) fn frame_record(
     let start = out.len();
     out.extend_from_slice(&[0u8; RECORD_HEADER_BYTES]);
     write_payload(out);
-    let payload = start + RECORD_HEADER_BYTES..out.len();
+    seal_record(out, start);
+    start + RECORD_HEADER_BYTES..out.len()
+}
+
+/// Fills in the frame at `at` of the record whose payload is the rest of `buf`.
+pub(crate) fn seal_record(buf: &mut [u8], at: usize) {
+    let (frame, payload) = buf[at..].split_at_mut(RECORD_HEADER_BYTES);
     // Callers cap payloads at MAX_PAYLOAD_BYTES, so the length fits in a u32.
     let len = (payload.len() as u32).to_be_bytes();
     let mut hasher = Xxh3::new();
     hasher.update(&len);
-    hasher.update(&out[payload.clone()]);
-    let sum = hasher.digest().to_be_bytes();
-    out[start..start + 4].copy_from_slice(&len);
-    out[start + 4..start + RECORD_HEADER_BYTES].copy_from_slice(&sum);
-    payload
+    hasher.update(payload);
+    frame[..4].copy_from_slice(&len);
+    frame[4..].copy_from_slice(&hasher.digest().to_be_bytes());
 }
 
 /// Why a segment's records stopped before the end of the file.

@@ -325,3 +325,57 @@ fn refused_groups_fail_exactly_their_committers() -> TestResult {
     assert_eq!(seen, ok, "replayed exactly the records that succeeded");
     Ok(())
 }
+
+/// A batch of `puts` cells of 40 bytes each: about 60 bytes a cell.
+fn big_batch(i: u32, puts: u32) -> WriteBatch {
+    let t = Table::new(1, Arc::from("t"));
+    let mut b = WriteBatch::new();
+    for k in 0..puts {
+        b.put(&t, format!("row{i}.{k}").as_bytes(), b"c", &[i as u8; 40]);
+    }
+    b
+}
+
+#[test]
+fn taken_batches_are_logged_as_copied_ones_and_lend_their_buffers_on() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (wal, _) = open(dir.path(), 64 << 20)?;
+    let applied = parking_lot::Mutex::new(Vec::new());
+    let mut apply = |ps: &[&[u8]]| applied.lock().extend(ps.iter().map(|p| p.to_vec()));
+    // Small and large records in one group: runs of small ones are gathered into one write,
+    // large ones written from the batch's own buffer, all back to back in ticket order.
+    let batches: Vec<WriteBatch> = (0..7)
+        .map(|i| match i % 3 {
+            0 => big_batch(i, 1000),
+            _ => batch(i),
+        })
+        .collect();
+    let mut want = Vec::new();
+    for (i, b) in batches.iter().enumerate() {
+        let mut p = Vec::new();
+        Entry::Batch(b).encode(&mut p);
+        want.push(p);
+        if i % 2 == 0 {
+            let mut taken = b.clone();
+            assert!(wal.commit_batch(&mut taken, false, true, &mut apply)?);
+            assert!(taken.is_empty(), "a taken batch is left empty");
+        } else {
+            assert!(wal.commit(Entry::Batch(b), false, true, &mut apply)?);
+        }
+    }
+    assert!(!wal.settle(&mut apply)?);
+    assert_eq!(*applied.lock(), want);
+    // The next taken batch is left with the buffer of the last record written, the large
+    // batch's, ready for a batch as large.
+    let mut small = batch(7);
+    let mut p = Vec::new();
+    Entry::Batch(&small).encode(&mut p);
+    want.push(p);
+    assert!(!wal.commit_batch(&mut small, false, false, &mut apply)?);
+    assert!(small.is_empty());
+    assert!(small.capacity() >= 50_000, "capacity {}", small.capacity());
+    assert_eq!(*applied.lock(), want);
+    drop(wal);
+    assert_eq!(open(dir.path(), 64 << 20)?.1, want);
+    Ok(())
+}

@@ -430,7 +430,7 @@ fn a_failed_append_of_queued_batches_fails_the_wal() -> TestResult {
     faults.arm(Fault::new(FaultOp::Write, FaultError::NoSpace).on(FaultFile::Wal));
     let mut b = WriteBatch::new();
     b.put(&t, &2u32.to_be_bytes(), b"c", b"queued");
-    db.write_queued(&b)?;
+    db.write_queued(&mut b)?;
     wait_for("the WAL to fail", || db.stats().write_failed)?;
     let e = put(&db, &t, 3, b"refused")
         .err()

@@ -141,7 +141,7 @@ fn run(steps: &[Step], tune: impl Fn(DbOptions) -> DbOptions) -> Result<(), Test
                 db = open().map_err(fail)?;
             }
             Step::CommitQueued => {
-                db.write_queued(&batch).map_err(fail)?;
+                db.write_queued(&mut batch).map_err(fail)?;
                 batch.clear();
                 model = pending.clone();
             }
