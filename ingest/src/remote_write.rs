@@ -380,21 +380,21 @@ impl<'a> RemoteWriteBatch<'a> {
     /// it). A series whose names cannot be stored is refused. Fails, before anything is
     /// stored, on a label that is not a valid message.
     pub fn resolve(&mut self, tsdb: &Tsdb, known: &KnownSeries) -> Result<(), ProtocolError> {
-        let mut misses = Vec::new();
+        let pending: Vec<usize> = (0..self.series.len())
+            .filter(|&i| self.pending(i))
+            .collect();
         {
             let reader = known.reader(tsdb);
-            for i in 0..self.series.len() {
-                if !self.pending(i) {
-                    continue;
-                }
-                let s = &mut self.series[i];
-                match reader.get(&s.key) {
-                    Some(h) => {
-                        self.handles[i] = Some(h.clone());
-                        s.state = State::Ready;
-                    }
-                    None => misses.push(i),
-                }
+            let keys = pending.iter().map(|&i| &*self.series[i].key);
+            let handles = &mut self.handles;
+            reader.get_all(keys, |k, h| handles[pending[k]] = Some(h.clone()));
+        }
+        let mut misses = Vec::new();
+        for i in pending {
+            if self.handles[i].is_some() {
+                self.series[i].state = State::Ready;
+            } else {
+                misses.push(i);
             }
         }
         let mut found = Vec::with_capacity(misses.len());

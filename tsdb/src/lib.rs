@@ -61,6 +61,8 @@ pub use retention::{Retention, RetentionRule, format_retention, glob_match, pars
 pub use rowcompact::{RowCompactStats, RowCompactor};
 pub use rowkey::{ROW_SPAN_SECS, RowKey, Tsuid, salt_of};
 pub use stats::TsdbStats;
+/// Cache hints, for the protocols' lookups over many series as for the engine's.
+pub use strata_engine::hint;
 #[cfg(feature = "testing")]
 pub use testing::{decode_row, fix_block_checksum, partial_block_cell, raw_cell};
 pub use trees::TreeSource;
