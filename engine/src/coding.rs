@@ -87,8 +87,22 @@ impl<'a> Cursor<'a> {
 
     /// An unsigned LEB128 varint of at most 10 bytes that fits in a u64; rejects overlong
     /// encodings' overflow.
-    #[inline]
+    // The one-byte case inlined into every caller: the lengths and ids of a batch's
+    // operations and of block entries are nearly all below 128, and a call per varint took
+    // as long as the decoding.
+    #[inline(always)]
     pub(crate) fn varint(&mut self) -> Option<u64> {
+        if let Some((&b, rest)) = self.0.split_first()
+            && b < 0x80
+        {
+            self.0 = rest;
+            return Some(u64::from(b));
+        }
+        self.varint_long()
+    }
+
+    #[inline(never)]
+    fn varint_long(&mut self) -> Option<u64> {
         let mut v = 0u64;
         for i in 0..10 {
             let b = self.byte()?;
