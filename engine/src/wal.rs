@@ -149,35 +149,48 @@ struct Segment {
     dirty: bool,
 }
 
-/// Spare record buffers are kept up to this many, and this many bytes in all.
-const SPARE_BUFFERS: usize = 16;
-const SPARE_BYTES: usize = 4 << 20;
-/// Records from this size are written straight from their buffers; smaller ones of a group
-/// are gathered into one write, so a group of many small records costs one system call.
-const GATHER_BELOW: usize = 32 << 10;
+/// Spare batch buffers are kept up to this many, and this many bytes in all: enough for a
+/// full queue of batches of [`TAKE_FROM`] bytes, so that buffers go round rather than being
+/// freed and allocated again.
+const SPARE_BUFFERS: usize = 64;
+const SPARE_BYTES: usize = 2 * QUEUE_LIMIT_BYTES;
+/// Batches from this size are queued in their own buffers (see [`Wal::commit_batch`]);
+/// smaller ones are copied into the queue's buffer, which costs less than passing a buffer
+/// round for them.
+const TAKE_FROM: usize = 64 << 10;
 
-/// A framed record waiting in the queue, in a buffer of its own: a batch's own buffer (see
-/// [`Wal::commit_batch`]), which is written and applied from where the batch encoded it.
+/// A record waiting in the queue: framed in the queue's buffer, or in a batch's own buffer
+/// (see [`Wal::commit_batch`]), which is written and applied from where the batch encoded it.
 #[derive(Debug)]
-struct QueuedRecord {
-    buf: Vec<u8>,
-    /// The record, frame and payload, in `buf`.
-    framed: Range<usize>,
+enum QueuedRecord {
+    /// The record's range in `Queue::buf`, frame and payload.
+    Shared(Range<usize>),
+    Own {
+        buf: Vec<u8>,
+        /// The record, frame and payload, in `buf`.
+        framed: Range<usize>,
+    },
 }
 
 impl QueuedRecord {
-    fn bytes(&self) -> &[u8] {
-        &self.buf[self.framed.clone()]
+    /// The whole record, from the queue's buffer `shared` or its own.
+    fn bytes<'a>(&'a self, shared: &'a [u8]) -> &'a [u8] {
+        match self {
+            QueuedRecord::Shared(r) => &shared[r.clone()],
+            QueuedRecord::Own { buf, framed } => &buf[framed.clone()],
+        }
     }
 
-    fn payload(&self) -> &[u8] {
-        &self.buf[self.framed.start + RECORD_HEADER_BYTES..self.framed.end]
+    fn payload<'a>(&'a self, shared: &'a [u8]) -> &'a [u8] {
+        &self.bytes(shared)[RECORD_HEADER_BYTES..]
     }
 }
 
 /// Records waiting for the next group commit.
 #[derive(Debug, Default)]
 struct Queue {
+    /// Framed records copied in, back to back.
+    buf: Vec<u8>,
     /// The records, in ticket order.
     records: Vec<QueuedRecord>,
     /// Bytes of `records`, frames included.
@@ -199,11 +212,13 @@ struct Queue {
     refused: Vec<Refused>,
     /// After the WAL failed, tickets from this one on fail, and so does every later commit.
     failed: Option<(u64, Arc<Error>)>,
-    /// Buffers of records written before, emptied, for the batches committed next (up to
-    /// [`SPARE_BYTES`]): fresh ones would fault their pages in again as they grow.
-    spare: Vec<Vec<u8>>,
-    /// The record list of the group before, emptied, for the next group.
+    /// The buffers of the group before, emptied, for the next group to queue into: fresh ones
+    /// would fault their pages in again as they grow.
+    spare_buf: Vec<u8>,
     spare_records: Vec<QueuedRecord>,
+    /// Buffers of batches written before, emptied, for the batches committed next (see
+    /// [`SPARE_BUFFERS`]).
+    spare: Vec<Vec<u8>>,
 }
 
 impl Queue {
@@ -356,19 +371,19 @@ impl Wal {
                 entry.max_encoded_len()
             )));
         }
-        let mut buf = Vec::with_capacity(RECORD_HEADER_BYTES + entry.max_encoded_len());
-        let payload = frame_record(&mut buf, |out| entry.encode(out));
-        let record = QueuedRecord {
-            framed: payload.start - RECORD_HEADER_BYTES..payload.end,
-            buf,
-        };
-        self.enqueue(record, entry.is_batch(), None, sync, queue, apply)
+        let mut q = self.queue.lock();
+        if let Some((_, cause)) = &q.failed {
+            return Err(Error::WalFailed(cause.clone()));
+        }
+        let payload = frame_record(&mut q.buf, |out| entry.encode(out));
+        let record = QueuedRecord::Shared(payload.start - RECORD_HEADER_BYTES..payload.end);
+        self.enqueue(q, record, entry.is_batch(), sync, queue, apply)
     }
 
-    /// [`Wal::commit`] of `batch`, without copying it: the record is framed in the room the
-    /// batch keeps before its operations, and its buffer is queued as it is. `batch` is left
-    /// empty, with the buffer of a record written before when there is one, whether or not
-    /// the commit succeeds.
+    /// [`Wal::commit`] of `batch`, without copying it when it is large: the record is framed
+    /// in the room the batch keeps before its operations, and its buffer is queued as it is.
+    /// `batch` is left empty, with the buffer of a batch written before when there is one,
+    /// whether or not the commit succeeds.
     pub(crate) fn commit_batch(
         &self,
         batch: &mut WriteBatch,
@@ -382,36 +397,38 @@ impl Wal {
                 "write batch of about {len} bytes exceeds the limit of {MAX_PAYLOAD_BYTES}"
             )));
         }
+        if batch.data().len() < TAKE_FROM {
+            let committed = self.commit(Entry::Batch(batch), sync, queue, apply);
+            batch.clear();
+            return committed;
+        }
         let count = batch.count();
         let mut buf = batch.take_buffer(Vec::new());
         let framed = frame_batch_in_place(&mut buf, count);
-        let record = QueuedRecord { buf, framed };
-        self.enqueue(record, true, Some(batch), sync, queue, apply)
-    }
-
-    /// Queues `record` (a batch if `is_batch`), gives `refill` a spare buffer, and commits as
-    /// [`Wal::commit`] says.
-    fn enqueue(
-        &self,
-        record: QueuedRecord,
-        is_batch: bool,
-        refill: Option<&mut WriteBatch>,
-        sync: bool,
-        queue: bool,
-        apply: &mut dyn FnMut(&[&[u8]]),
-    ) -> Result<bool> {
         let mut q = self.queue.lock();
-        if let Some(batch) = refill
-            && let Some(spare) = q.spare.pop()
-        {
+        if let Some(spare) = q.spare.pop() {
             batch.take_buffer(spare);
         }
         if let Some((_, cause)) = &q.failed {
             return Err(Error::WalFailed(cause.clone()));
         }
+        let record = QueuedRecord::Own { buf, framed };
+        self.enqueue(q, record, true, sync, queue, apply)
+    }
+
+    /// Queues `record` (a batch if `is_batch`) and commits as [`Wal::commit`] says.
+    fn enqueue<'a>(
+        &'a self,
+        mut q: MutexGuard<'a, Queue>,
+        record: QueuedRecord,
+        is_batch: bool,
+        sync: bool,
+        queue: bool,
+        apply: &mut dyn FnMut(&[&[u8]]),
+    ) -> Result<bool> {
         let ticket = q.next_ticket;
         q.next_ticket += 1;
-        q.bytes += record.framed.len();
+        q.bytes += record.bytes(&q.buf).len();
         q.records.push(record);
         q.batches += u64::from(is_batch);
         q.sync |= sync;
@@ -485,6 +502,7 @@ impl Wal {
         if q.failed.is_some() {
             // Queued while the failing group was written: fail everything still queued.
             q.done = q.next_ticket;
+            q.buf.clear();
             q.records.clear();
             q.bytes = 0;
             q.batches = 0;
@@ -496,6 +514,8 @@ impl Wal {
         q.leader = true;
         let first = q.done;
         let upto = q.next_ticket;
+        let spare_buf = std::mem::take(&mut q.spare_buf);
+        let buf = std::mem::replace(&mut q.buf, spare_buf);
         let spare_records = std::mem::take(&mut q.spare_records);
         let mut records = std::mem::replace(&mut q.records, spare_records);
         let bytes = std::mem::take(&mut q.bytes);
@@ -504,9 +524,9 @@ impl Wal {
         let detached = std::mem::take(&mut q.detached);
         drop(q);
 
-        let result = self.write_group(&records, bytes, group_sync, batches);
+        let result = self.write_group(&buf, &records, bytes, group_sync, batches);
         if result.is_ok() {
-            let slices: Vec<&[u8]> = records.iter().map(QueuedRecord::payload).collect();
+            let slices: Vec<&[u8]> = records.iter().map(|r| r.payload(&buf)).collect();
             apply(&slices);
         }
 
@@ -516,10 +536,17 @@ impl Wal {
         match result {
             Ok(()) => {
                 for r in records.drain(..) {
-                    q.keep_spare(r.buf);
+                    if let QueuedRecord::Own { buf, .. } = r {
+                        q.keep_spare(buf);
+                    }
                 }
                 if q.spare_records.capacity() < records.capacity() {
                     q.spare_records = records;
+                }
+                if q.spare_buf.capacity() < buf.capacity() {
+                    let mut buf = buf;
+                    buf.clear();
+                    q.spare_buf = buf;
                 }
             }
             Err((e, true)) if !detached => {
@@ -543,6 +570,7 @@ impl Wal {
 
     fn write_group(
         &self,
+        shared: &[u8],
         records: &[QueuedRecord],
         bytes: usize,
         sync: bool,
@@ -553,7 +581,7 @@ impl Wal {
             self.roll(&mut out)?;
         }
         let at = out.len;
-        if let Err(e) = write_records(&*out.file, at, records) {
+        if let Err(e) = write_records(&*out.file, at, shared, records) {
             // Cut off whatever part of the group reached the file, so that none of it can be
             // replayed and the next group appends at the same place.
             let cut = out.file.truncate(at);
@@ -707,32 +735,35 @@ impl std::fmt::Debug for Wal {
     }
 }
 
-/// Writes `records` back to back from `at`: each large one from its own buffer, and each run
-/// of small ones gathered into one write. On failure a prefix of them may have been written.
-fn write_records(file: &dyn LogFile, at: u64, records: &[QueuedRecord]) -> Result<()> {
-    if let [one] = records {
-        return file.write_at(at, one.bytes());
-    }
-    let mut gathered: Vec<u8> = Vec::new();
-    let (mut gathered_at, mut pos) = (at, at);
+/// Writes `records` back to back from `at`: each run of records in the queue's buffer
+/// `shared` (contiguous there, as they were copied in ticket order) with one write, each
+/// batch in its own buffer with another. On failure a prefix of them may have been written.
+fn write_records(
+    file: &dyn LogFile,
+    at: u64,
+    shared: &[u8],
+    records: &[QueuedRecord],
+) -> Result<()> {
+    let mut pos = at;
+    let mut run: Option<Range<usize>> = None;
     for r in records {
-        let bytes = r.bytes();
-        if bytes.len() < GATHER_BELOW {
-            if gathered.is_empty() {
-                gathered_at = pos;
+        match r {
+            QueuedRecord::Shared(range) => match &mut run {
+                Some(run) => run.end = range.end,
+                None => run = Some(range.clone()),
+            },
+            QueuedRecord::Own { buf, framed } => {
+                if let Some(run) = run.take() {
+                    file.write_at(pos, &shared[run.clone()])?;
+                    pos += run.len() as u64;
+                }
+                file.write_at(pos, &buf[framed.clone()])?;
+                pos += framed.len() as u64;
             }
-            gathered.extend_from_slice(bytes);
-        } else {
-            if !gathered.is_empty() {
-                file.write_at(gathered_at, &gathered)?;
-                gathered.clear();
-            }
-            file.write_at(pos, bytes)?;
         }
-        pos += bytes.len() as u64;
     }
-    if !gathered.is_empty() {
-        file.write_at(gathered_at, &gathered)?;
+    if let Some(run) = run {
+        file.write_at(pos, &shared[run])?;
     }
     Ok(())
 }

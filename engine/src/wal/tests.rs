@@ -342,14 +342,16 @@ fn taken_batches_are_logged_as_copied_ones_and_lend_their_buffers_on() -> TestRe
     let (wal, _) = open(dir.path(), 64 << 20)?;
     let applied = parking_lot::Mutex::new(Vec::new());
     let mut apply = |ps: &[&[u8]]| applied.lock().extend(ps.iter().map(|p| p.to_vec()));
-    // Small and large records in one group: runs of small ones are gathered into one write,
-    // large ones written from the batch's own buffer, all back to back in ticket order.
+    // Small and large records in one group: runs of small ones are copied into the queue and
+    // written together, large taken ones written from the batch's own buffer, all back to
+    // back in ticket order.
     let batches: Vec<WriteBatch> = (0..7)
         .map(|i| match i % 3 {
-            0 => big_batch(i, 1000),
+            0 => big_batch(i, 2000),
             _ => batch(i),
         })
         .collect();
+    assert!(batches[0].approximate_bytes() >= TAKE_FROM);
     let mut want = Vec::new();
     for (i, b) in batches.iter().enumerate() {
         let mut p = Vec::new();
@@ -365,15 +367,26 @@ fn taken_batches_are_logged_as_copied_ones_and_lend_their_buffers_on() -> TestRe
     }
     assert!(!wal.settle(&mut apply)?);
     assert_eq!(*applied.lock(), want);
-    // The next taken batch is left with the buffer of the last record written, the large
-    // batch's, ready for a batch as large.
+    // A small batch is copied and keeps its own buffer; a large one is left with the buffer
+    // of a large batch written before.
     let mut small = batch(7);
-    let mut p = Vec::new();
-    Entry::Batch(&small).encode(&mut p);
-    want.push(p);
+    let own = small.capacity();
+    let mut large = big_batch(8, 2000);
+    for b in [&small, &large] {
+        let mut p = Vec::new();
+        Entry::Batch(b).encode(&mut p);
+        want.push(p);
+    }
     assert!(!wal.commit_batch(&mut small, false, false, &mut apply)?);
     assert!(small.is_empty());
-    assert!(small.capacity() >= 50_000, "capacity {}", small.capacity());
+    assert_eq!(small.capacity(), own);
+    assert!(!wal.commit_batch(&mut large, false, false, &mut apply)?);
+    assert!(large.is_empty());
+    assert!(
+        large.capacity() >= TAKE_FROM,
+        "capacity {}",
+        large.capacity()
+    );
     assert_eq!(*applied.lock(), want);
     drop(wal);
     assert_eq!(open(dir.path(), 64 << 20)?.1, want);
