@@ -49,6 +49,15 @@ enum Batch<'a> {
     Taken(&'a mut WriteBatch),
 }
 
+impl Batch<'_> {
+    fn is_empty(&self) -> bool {
+        match self {
+            Batch::Copied(b) => b.is_empty(),
+            Batch::Taken(b) => b.is_empty(),
+        }
+    }
+}
+
 /// An open database. Cheap to clone; every clone shares the same state.
 #[derive(Debug, Clone)]
 pub struct Db {
@@ -145,8 +154,9 @@ impl Db {
     /// An error is returned only for a batch refused when queued; a later WAL failure fails
     /// every later write instead.
     ///
-    /// The WAL keeps the batch's buffer rather than copying it: `batch` is left empty (with
-    /// room from an earlier batch), whether or not the write succeeds.
+    /// A batch of 64 KiB or more is not copied: the WAL keeps its buffer and gives it the
+    /// buffer of one written before. Either way `batch` is left empty, whether or not the
+    /// write succeeds.
     pub fn write_queued(&self, batch: &mut WriteBatch) -> Result<()> {
         let sync = self.inner.opts.sync == SyncPolicy::Always;
         let written = self.write_checked(Batch::Taken(batch), sync, true, true);
@@ -183,11 +193,7 @@ impl Db {
 
     /// Commits `batch`; `wake`: wake the apply thread for batches left with no leader.
     fn write_checked(&self, batch: Batch<'_>, sync: bool, queue: bool, wake: bool) -> Result<()> {
-        let empty = match &batch {
-            Batch::Copied(b) => b.is_empty(),
-            Batch::Taken(b) => b.is_empty(),
-        };
-        if empty {
+        if batch.is_empty() {
             return Ok(());
         }
         self.inner.fs.check_writable()?;

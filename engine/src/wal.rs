@@ -195,7 +195,7 @@ struct Queue {
     records: Vec<QueuedRecord>,
     /// Bytes of `records`, frames included.
     bytes: usize,
-    /// Number of batch records in `buf`.
+    /// Number of batch records in `records`.
     batches: u64,
     /// Some waiter needs an fsync.
     sync: bool,
@@ -365,12 +365,7 @@ impl Wal {
         queue: bool,
         apply: &mut dyn FnMut(&[&[u8]]),
     ) -> Result<bool> {
-        if entry.max_encoded_len() > MAX_PAYLOAD_BYTES {
-            return Err(Error::InvalidArgument(format!(
-                "write batch of about {} bytes exceeds the limit of {MAX_PAYLOAD_BYTES}",
-                entry.max_encoded_len()
-            )));
-        }
+        check_size(&entry)?;
         let mut q = self.queue.lock();
         if let Some((_, cause)) = &q.failed {
             return Err(Error::WalFailed(cause.clone()));
@@ -391,17 +386,12 @@ impl Wal {
         queue: bool,
         apply: &mut dyn FnMut(&[&[u8]]),
     ) -> Result<bool> {
-        let len = Entry::Batch(batch).max_encoded_len();
-        if len > MAX_PAYLOAD_BYTES {
-            return Err(Error::InvalidArgument(format!(
-                "write batch of about {len} bytes exceeds the limit of {MAX_PAYLOAD_BYTES}"
-            )));
-        }
         if batch.data().len() < TAKE_FROM {
             let committed = self.commit(Entry::Batch(batch), sync, queue, apply);
             batch.clear();
             return committed;
         }
+        check_size(&Entry::Batch(batch))?;
         let count = batch.count();
         let mut buf = batch.take_buffer(Vec::new());
         let framed = frame_batch_in_place(&mut buf, count);
@@ -764,6 +754,17 @@ fn write_records(
     }
     if let Some(run) = run {
         file.write_at(pos, &shared[run])?;
+    }
+    Ok(())
+}
+
+/// Refuses an entry too large for one record.
+fn check_size(entry: &Entry<'_>) -> Result<()> {
+    let len = entry.max_encoded_len();
+    if len > MAX_PAYLOAD_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "write batch of about {len} bytes exceeds the limit of {MAX_PAYLOAD_BYTES}"
+        )));
     }
     Ok(())
 }
