@@ -52,11 +52,12 @@ pub(crate) struct SeriesIndex {
     pub(crate) retired_names: [BTreeSet<Uid>; 3],
 }
 
-/// Adds `id` to a posting list. New ids are always the largest yet, so this is an append.
+/// Adds `id` to a posting list. `insert`, not roaring's `push`: `push` checks that `id` is the
+/// largest yet by finding a bitmap container's largest value, which scans the container's
+/// words back from its end; ids arrive in ascending order, so a dense posting list (a tag
+/// key every series has) scanned about 512 empty words per series added.
 fn add(postings: &mut RoaringBitmap, id: u32) {
-    if !postings.push(id) {
-        postings.insert(id);
-    }
+    postings.insert(id);
 }
 
 impl SeriesIndex {
