@@ -123,6 +123,11 @@ impl Inner {
         if active.is_empty() {
             return Ok(());
         }
+        tracing::debug!(
+            bytes = active.approximate_bytes(),
+            row_bytes = active.row_bytes(),
+            "memtable frozen"
+        );
         let segment = self.wal.roll_now()?;
         {
             let mut state = self.state.write();
