@@ -214,22 +214,17 @@ impl Tsdb {
     /// does not know go with bucket 0.
     pub fn split_for_read(&self, ids: &RoaringBitmap, parts: usize) -> Vec<RoaringBitmap> {
         let buckets = usize::from(self.fetcher().buckets).max(1);
-        // Gathered as lists first: roaring's `push` scans a dense container's words for its
-        // largest value on every id.
-        let mut lists = vec![Vec::new(); buckets];
+        let mut by_salt = vec![RoaringBitmap::new(); buckets];
         {
             let index = self.index().read();
             for id in ids {
                 let salt = index.series.get(id as usize).map_or(0, |s| s.salt);
-                if let Some(b) = lists.get_mut(usize::from(salt)) {
-                    b.push(id);
+                if let Some(b) = by_salt.get_mut(usize::from(salt)) {
+                    // Not `push`: see `series_index::add`.
+                    b.insert(id);
                 }
             }
         }
-        let mut by_salt: Vec<RoaringBitmap> = lists
-            .into_iter()
-            .map(|ids| ids.into_iter().collect())
-            .collect();
         by_salt.sort_by_key(|b| std::cmp::Reverse(b.len()));
         let mut out = vec![RoaringBitmap::new(); parts.max(1)];
         for b in by_salt.into_iter().filter(|b| !b.is_empty()) {
