@@ -164,8 +164,9 @@ impl Db {
         written
     }
 
-    /// [`Db::write_queued`] for a caller that calls [`Db::settle`] right after: the batches
-    /// left with no commit leader are left to that settle, which leads them itself, instead
+    /// [`Db::write_queued`] for a caller that calls [`Db::settle`] (or [`Db::wait_durable`])
+    /// right after: the batches left with no commit leader are left to that call, which
+    /// leads them itself, instead
     /// of waking the apply thread to lead them while the caller waits for it (a wake-up and
     /// two context switches per call, with a core idle meanwhile).
     pub fn write_queued_before_settle(&self, batch: &mut WriteBatch) -> Result<()> {
@@ -185,6 +186,29 @@ impl Db {
             .settle(&mut |payloads| inner.apply_group(payloads))?;
         inner.wake_applier(stranded);
         Ok(())
+    }
+
+    /// Waits until every batch queued by [`Db::write_queued`] before the call is in the WAL,
+    /// durable as the sync policy says, though perhaps not yet in the memtables: the apply
+    /// thread applies them. A read that starts after it returns sees them all the same, as
+    /// reads first apply (or wait for) whatever the WAL holds. So a committer can answer
+    /// while its batch is applied. Fails if one it waited for failed.
+    pub fn wait_durable(&self) -> Result<()> {
+        let inner = &self.inner;
+        let stranded = inner
+            .wal
+            .wait_written(&mut |payloads| inner.apply_group(payloads))?;
+        inner.wake_applier(stranded);
+        Ok(())
+    }
+
+    /// Applies (or waits for) every batch in the WAL, for a read to see what was
+    /// acknowledged before it started (see [`Db::wait_durable`]).
+    fn catch_up(&self) {
+        let inner = &self.inner;
+        inner
+            .wal
+            .catch_up(&mut |payloads| inner.apply_group(payloads));
     }
 
     fn write_inner(&self, batch: &WriteBatch, sync: bool, queue: bool) -> Result<()> {
@@ -230,7 +254,11 @@ impl Db {
         // reach), freezing the active one as well would add a frozen memtable per call, and
         // writers would stall on their number long before memory runs short.
         while inner.flush_oldest_locked(&mut manifest)? {}
-        let frozen = inner.wal.quiesce(|| inner.freeze());
+        let frozen = inner
+            .wal
+            .quiesce(&mut |payloads| inner.apply_group(payloads), || {
+                inner.freeze()
+            });
         // Batches queued while the memtable froze wait for the apply thread.
         inner.wake_applier(true);
         frozen?;
@@ -254,6 +282,7 @@ impl Db {
 
     /// A consistent read view of the database as of now.
     pub fn snapshot(&self) -> Snapshot {
+        self.catch_up();
         let state = self.inner.state.read();
         let seq = self.inner.visible_seq.load(Ordering::Acquire);
         let mut mems = vec![state.active.clone()];
@@ -271,6 +300,7 @@ impl Db {
     pub fn get(&self, table: &Table, row: &[u8], column: &[u8]) -> Result<Option<Bytes>> {
         // A snapshot without the allocations: the state is immutable once published, so
         // holding an `Arc` to it is as consistent as a `Snapshot`.
+        self.catch_up();
         let (state, seq) = {
             let guard = self.inner.state.read();
             (

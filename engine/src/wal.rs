@@ -85,6 +85,7 @@ mod entry;
 pub(crate) mod recovery;
 pub(crate) mod segment;
 
+use std::collections::VecDeque;
 use std::io;
 use std::ops::Range;
 #[cfg(test)]
@@ -130,6 +131,11 @@ pub(crate) struct Wal {
     out: Mutex<Segment>,
     /// Set once `Queue::failed` is: read without the queue's lock.
     failed: AtomicBool,
+    /// `Queue::written` and `Queue::done`, for [`Wal::catch_up`] to read without the lock.
+    written_mirror: AtomicU64,
+    done_mirror: AtomicU64,
+    /// The memtable asked to be frozen (see [`Wal::want_freeze`]).
+    freeze_wanted: AtomicBool,
     /// Held across every fsync and the failure it may record, so that no fsync can succeed
     /// (and report bytes durable) between another one's failure and that failure being
     /// recorded: the second fsync of a file whose first failed succeeds without the lost
@@ -203,10 +209,19 @@ struct Queue {
     detached: bool,
     /// Ticket of the next record to be queued.
     next_ticket: u64,
-    /// Every ticket below this has been committed (or failed).
+    /// Every ticket below this has been committed (or failed): written and applied.
     done: u64,
+    /// Every ticket below this is in the log file (or failed). Never below `done`: the
+    /// tickets between wait in `unapplied`.
+    written: u64,
     /// A leader is writing a group.
     leader: bool,
+    /// An applier is applying the groups of `unapplied`.
+    applying: bool,
+    /// Groups written and not yet applied, in log order.
+    unapplied: VecDeque<WrittenGroup>,
+    /// Bytes of the records in `unapplied`.
+    unapplied_bytes: usize,
     /// Groups refused without failing the WAL, each kept until all its committers took the
     /// error (they all wait: a group with a detached record fails the WAL instead).
     refused: Vec<Refused>,
@@ -230,6 +245,16 @@ impl Queue {
             self.spare.push(buf);
         }
     }
+}
+
+/// A group written (or failed), waiting to be applied in log order.
+#[derive(Debug)]
+struct WrittenGroup {
+    /// The queue's buffer of the group, and its records (none if the group failed).
+    buf: Vec<u8>,
+    records: Vec<QueuedRecord>,
+    /// Every ticket below this is done once the group is applied.
+    upto: u64,
 }
 
 /// A group refused without failing the WAL.
@@ -290,6 +315,9 @@ impl Wal {
             queue_cv: Condvar::new(),
             out: Mutex::new(out),
             failed: AtomicBool::new(false),
+            written_mirror: AtomicU64::new(0),
+            done_mirror: AtomicU64::new(0),
+            freeze_wanted: AtomicBool::new(false),
             sync_lock: Mutex::new(()),
             stats: WalStats::default(),
         })
@@ -440,18 +468,82 @@ impl Wal {
         }
     }
 
-    /// Writes and applies queued records, group after group, until the queue is empty;
-    /// returns at once if another caller leads.
-    pub(crate) fn lead_queued(&self, apply: &mut dyn FnMut(&[&[u8]])) {
+    /// Waits until every record queued before the call is in the log file, as its sync
+    /// policy says, writing their group itself if no one else does; they are perhaps not yet
+    /// applied ([`Wal::catch_up`] waits for that). Fails if one of them failed. Returns true
+    /// if written groups (or queued records) wait with no one to apply (or write) them: the
+    /// caller wakes its applier.
+    ///
+    /// A committer that needs its records only durable answers while they are applied, and
+    /// takes its next request meanwhile: no wait for the apply, nor for the wake-up of
+    /// another thread to write them.
+    pub(crate) fn wait_written(&self, apply: &mut dyn FnMut(&[&[u8]])) -> Result<bool> {
         let mut q = self.queue.lock();
-        while !q.leader && q.done < q.next_ticket {
-            q = self.run_group(q, apply);
+        let Some(last) = q.next_ticket.checked_sub(1) else {
+            return Ok(false);
+        };
+        while q.written <= last {
+            if q.leader {
+                self.queue_cv.wait(&mut q);
+            } else {
+                q = self.write_step(q, apply);
+            }
+        }
+        match &q.failed {
+            Some((from, cause)) if *from <= last => Err(Error::WalFailed(cause.clone())),
+            _ => Ok(Self::stranded(&q)),
         }
     }
 
-    /// Waits until `ticket` is done, leading its group if no one else leads. Returns its
-    /// outcome (`own`: the caller committed `ticket` and takes its group's refusal), and
-    /// whether records queued after it now wait with no leader.
+    /// Waits until every record in the log file is applied, applying them itself if no one
+    /// else does: a read that starts after it sees every write acknowledged by
+    /// [`Wal::wait_written`]. Cheap when there is nothing to wait for. Never call it while
+    /// writing or applying, or while holding a lock a writer or applier takes.
+    pub(crate) fn catch_up(&self, apply: &mut dyn FnMut(&[&[u8]])) {
+        let written = self.written_mirror.load(Ordering::Acquire);
+        if self.done_mirror.load(Ordering::Acquire) >= written {
+            return;
+        }
+        let mut q = self.queue.lock();
+        while q.done < written {
+            if q.applying {
+                self.queue_cv.wait(&mut q);
+            } else {
+                q = self.apply_backlog(q, apply, false);
+            }
+        }
+    }
+
+    /// Asks for the memtable to be frozen as soon as it holds the log exactly (see
+    /// [`Wal::apply_backlog`]): an applier cannot roll the log, as a later group may be in it.
+    pub(crate) fn want_freeze(&self) {
+        self.freeze_wanted.store(true, Ordering::Release);
+    }
+
+    /// Writes and applies queued records, group after group, until none is left; returns
+    /// at once if others write and apply them.
+    pub(crate) fn lead_queued(&self, apply: &mut dyn FnMut(&[&[u8]])) {
+        let mut q = self.queue.lock();
+        loop {
+            if !q.applying && !q.unapplied.is_empty() {
+                q = self.apply_backlog(q, apply, false);
+            } else if !q.leader && q.written < q.next_ticket {
+                q = self.write_step(q, apply);
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Whether records wait with no one to write them, or written groups with no one to
+    /// apply them.
+    fn stranded(q: &Queue) -> bool {
+        (!q.leader && q.written < q.next_ticket) || (!q.applying && !q.unapplied.is_empty())
+    }
+
+    /// Waits until `ticket` is done, writing and applying its group if no one else does.
+    /// Returns its outcome (`own`: the caller committed `ticket` and takes its group's
+    /// refusal), and whether records or groups now wait with no one for them.
     fn wait_or_lead<'a>(
         &'a self,
         mut q: MutexGuard<'a, Queue>,
@@ -459,13 +551,16 @@ impl Wal {
         own: bool,
         apply: &mut dyn FnMut(&[&[u8]]),
     ) -> Result<bool> {
-        while q.leader && q.done <= ticket {
-            self.queue_cv.wait(&mut q);
-        }
-        if q.done <= ticket {
-            // No leader and our record still queued: lead its group (it holds every queued
-            // record, so ours too).
-            q = self.run_group(q, apply);
+        while q.done <= ticket {
+            if q.written <= ticket && !q.leader {
+                // Our record still queued, and no one writing: write its group (it holds
+                // every queued record, so ours too).
+                q = self.write_step(q, apply);
+            } else if q.written > ticket && !q.applying {
+                q = self.apply_backlog(q, apply, false);
+            } else {
+                self.queue_cv.wait(&mut q);
+            }
         }
         if own && let Some(i) = q.refused.iter().position(|r| r.tickets.contains(&ticket)) {
             let r = &mut q.refused[i];
@@ -478,36 +573,47 @@ impl Wal {
         }
         match &q.failed {
             Some((from, cause)) if *from <= ticket => Err(Error::WalFailed(cause.clone())),
-            _ => Ok(!q.leader && q.done < q.next_ticket),
+            _ => Ok(Self::stranded(&q)),
         }
     }
 
-    /// Leads one group: every record queued now. Call with no leader active. Returns with the
-    /// queue locked again and leadership given up.
-    fn run_group<'a>(
+    /// Writes one group, every record queued now, as the leader. Call with no leader active.
+    /// Returns with the queue locked again and leadership given up; the group waits in
+    /// `unapplied` (as an empty group when it failed, so that `done` passes it in order).
+    ///
+    /// Writing and applying are separate steps, so that one group is written (and its
+    /// durable committers answered) while the groups before are applied. Each step is taken
+    /// by one thread at a time, and groups are applied in the order they were written.
+    fn write_step<'a>(
         &'a self,
         mut q: MutexGuard<'a, Queue>,
         apply: &mut dyn FnMut(&[&[u8]]),
     ) -> MutexGuard<'a, Queue> {
         if q.failed.is_some() {
             // Queued while the failing group was written: fail everything still queued.
-            q.done = q.next_ticket;
+            let upto = q.next_ticket;
             q.buf.clear();
             q.records.clear();
             q.bytes = 0;
             q.batches = 0;
             q.sync = false;
             q.detached = false;
+            self.push_written(&mut q, Vec::new(), Vec::new(), upto);
             self.queue_cv.notify_all();
             return q;
         }
         q.leader = true;
-        let first = q.done;
+        if q.unapplied_bytes > QUEUE_LIMIT_BYTES || self.freeze_wanted.load(Ordering::Acquire) {
+            // The appliers fall behind (catch up, to bound the memory the groups hold), or
+            // the memtable wants to freeze, which needs the groups before applied.
+            q = self.apply_backlog(q, apply, true);
+        }
+        let first = q.written;
         let upto = q.next_ticket;
         let spare_buf = std::mem::take(&mut q.spare_buf);
         let buf = std::mem::replace(&mut q.buf, spare_buf);
         let spare_records = std::mem::take(&mut q.spare_records);
-        let mut records = std::mem::replace(&mut q.records, spare_records);
+        let records = std::mem::replace(&mut q.records, spare_records);
         let bytes = std::mem::take(&mut q.bytes);
         let batches = std::mem::take(&mut q.batches);
         let group_sync = std::mem::take(&mut q.sync);
@@ -515,47 +621,116 @@ impl Wal {
         drop(q);
 
         let result = self.write_group(&buf, &records, bytes, group_sync, batches);
-        if result.is_ok() {
-            let slices: Vec<&[u8]> = records.iter().map(|r| r.payload(&buf)).collect();
-            apply(&slices);
-        }
-
         let mut q = self.queue.lock();
         q.leader = false;
-        q.done = upto;
         match result {
             Ok(()) => {
-                for r in records.drain(..) {
-                    if let QueuedRecord::Own { buf, .. } = r {
-                        q.keep_spare(buf);
-                    }
-                }
-                if q.spare_records.capacity() < records.capacity() {
-                    q.spare_records = records;
-                }
-                if q.spare_buf.capacity() < buf.capacity() {
-                    let mut buf = buf;
-                    buf.clear();
-                    q.spare_buf = buf;
-                }
+                q.unapplied_bytes += bytes;
+                self.push_written(&mut q, buf, records, upto);
             }
-            Err((e, true)) if !detached => {
-                tracing::warn!(error = %e, batches, "WAL append failed; its batches are refused");
-                self.stats
-                    .refused
-                    .fetch_add(upto - first, Ordering::Relaxed);
-                q.refused.push(Refused {
-                    tickets: first..upto,
-                    left: upto - first,
-                    error: e,
-                });
-            }
-            Err((e, _)) => {
-                self.fail_locked(&mut q, first, e);
+            Err((e, clean)) => {
+                if clean && !detached {
+                    tracing::warn!(error = %e, batches, "WAL append failed; its batches are refused");
+                    self.stats
+                        .refused
+                        .fetch_add(upto - first, Ordering::Relaxed);
+                    q.refused.push(Refused {
+                        tickets: first..upto,
+                        left: upto - first,
+                        error: e,
+                    });
+                } else {
+                    self.fail_locked(&mut q, first, e);
+                }
+                self.push_written(&mut q, Vec::new(), Vec::new(), upto);
             }
         }
         self.queue_cv.notify_all();
         q
+    }
+
+    /// Queues a group written through ticket `upto` for the appliers.
+    fn push_written(&self, q: &mut Queue, buf: Vec<u8>, records: Vec<QueuedRecord>, upto: u64) {
+        q.unapplied.push_back(WrittenGroup { buf, records, upto });
+        q.written = upto;
+        self.written_mirror.store(upto, Ordering::Release);
+    }
+
+    /// Applies the written groups, in log order, until none is left; returns at once if
+    /// another thread applies them, unless `leading` (the caller holds the leadership and
+    /// waits for that thread). Returns with the queue locked again.
+    ///
+    /// Once no group is left, and no one else writes (or the caller is the one who would),
+    /// the memtable holds the log exactly: if it asked to freeze (see [`Wal::want_freeze`]),
+    /// `apply` is called with no payloads to freeze it, and it may roll the log.
+    fn apply_backlog<'a>(
+        &'a self,
+        mut q: MutexGuard<'a, Queue>,
+        apply: &mut dyn FnMut(&[&[u8]]),
+        leading: bool,
+    ) -> MutexGuard<'a, Queue> {
+        while q.applying {
+            if !leading {
+                return q;
+            }
+            self.queue_cv.wait(&mut q);
+        }
+        q.applying = true;
+        while let Some(group) = q.unapplied.pop_front() {
+            drop(q);
+            if !group.records.is_empty() {
+                let slices: Vec<&[u8]> = group
+                    .records
+                    .iter()
+                    .map(|r| r.payload(&group.buf))
+                    .collect();
+                apply(&slices);
+            }
+            q = self.queue.lock();
+            q.done = group.upto;
+            self.done_mirror.store(group.upto, Ordering::Release);
+            self.recycle(&mut q, group);
+            self.queue_cv.notify_all();
+        }
+        if self.freeze_wanted.load(Ordering::Acquire) && (leading || !q.leader) {
+            let took = !q.leader;
+            q.leader = true;
+            drop(q);
+            if self.freeze_wanted.swap(false, Ordering::AcqRel) {
+                apply(&[]);
+            }
+            q = self.queue.lock();
+            if took {
+                q.leader = false;
+            }
+        }
+        q.applying = false;
+        self.queue_cv.notify_all();
+        q
+    }
+
+    /// Keeps an applied group's buffers for the groups to come.
+    fn recycle(&self, q: &mut Queue, group: WrittenGroup) {
+        let WrittenGroup {
+            mut buf,
+            mut records,
+            ..
+        } = group;
+        q.unapplied_bytes = q
+            .unapplied_bytes
+            .saturating_sub(records.iter().map(|r| r.bytes(&buf).len()).sum());
+        for r in records.drain(..) {
+            if let QueuedRecord::Own { buf, .. } = r {
+                q.keep_spare(buf);
+            }
+        }
+        if q.spare_records.capacity() < records.capacity() {
+            q.spare_records = records;
+        }
+        if q.spare_buf.capacity() < buf.capacity() {
+            buf.clear();
+            q.spare_buf = buf;
+        }
     }
 
     fn write_group(
@@ -627,12 +802,14 @@ impl Wal {
 
     /// Runs `f` while no group is being written or applied: `f` holds the commit leadership,
     /// so the in-memory state matches the log exactly while it runs.
-    pub(crate) fn quiesce<R>(&self, f: impl FnOnce() -> R) -> R {
+    pub(crate) fn quiesce<R>(&self, apply: &mut dyn FnMut(&[&[u8]]), f: impl FnOnce() -> R) -> R {
         let mut q = self.queue.lock();
         while q.leader {
             self.queue_cv.wait(&mut q);
         }
         q.leader = true;
+        // The groups written before are applied first.
+        let q = self.apply_backlog(q, apply, true);
         drop(q);
         let r = f();
         let mut q = self.queue.lock();

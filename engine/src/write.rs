@@ -81,8 +81,20 @@ impl Inner {
 
     /// Applies a committed group of WAL payloads to the active memtable, in log order. Runs
     /// as the WAL's commit leader.
+    ///
+    /// A memtable that grows past its freeze size asks the WAL to freeze it (see
+    /// `Wal::want_freeze`), which calls this with no payloads once the memtable holds the log
+    /// exactly: only then may it freeze, as freezing rolls the log.
     pub(crate) fn apply_group(&self, payloads: &[&[u8]]) {
         let active = self.state.read().active.clone();
+        if payloads.is_empty() {
+            if active.approximate_bytes() >= self.freeze_at(&active)
+                && let Err(e) = self.freeze()
+            {
+                tracing::warn!(error = %e, "could not freeze the memtable; the next write tries again");
+            }
+            return;
+        }
         let now = self.opts.clock.now_ms();
         let mut seq = self.last_seq.load(Ordering::Relaxed);
         for payload in payloads {
@@ -98,10 +110,8 @@ impl Inner {
         }
         self.last_seq.store(seq, Ordering::Relaxed);
         self.visible_seq.store(seq, Ordering::Release);
-        if active.approximate_bytes() >= self.freeze_at(&active)
-            && let Err(e) = self.freeze()
-        {
-            tracing::warn!(error = %e, "could not freeze the memtable; the next write tries again");
+        if active.approximate_bytes() >= self.freeze_at(&active) {
+            self.wal.want_freeze();
         }
     }
 
@@ -152,7 +162,9 @@ impl Inner {
     /// [`Inner::apply_group`] failed (the WAL could not start a segment, say on a full disk).
     /// A write is refused with the error while this fails, rather than let memory grow.
     pub(crate) fn freeze_overgrown(&self) -> Result<()> {
-        let frozen = self.wal.quiesce(|| self.freeze());
+        let frozen = self
+            .wal
+            .quiesce(&mut |payloads| self.apply_group(payloads), || self.freeze());
         // Batches queued while this held the commit leadership wait for the apply thread.
         self.wake_applier(true);
         frozen

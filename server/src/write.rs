@@ -150,8 +150,9 @@ pub(crate) async fn influx(api: InfluxApi, req: Request<Incoming>, shared: &Shar
     })
 }
 
-/// Stores points of resolved series and counts the ones storage refused. They are visible
-/// (and with `sync` durable) when it returns; an `Err` means none may be.
+/// Stores points of resolved series and counts the ones storage refused. They are durable in
+/// the WAL (with `sync` fsynced) when it returns, and a read that starts after sees them; an
+/// `Err` means none may be stored.
 fn store_series(
     shared: &Shared,
     c: &ProtocolCounters,
@@ -159,8 +160,8 @@ fn store_series(
     sync: bool,
 ) -> strata_tsdb::Result<Vec<strata_tsdb::Result<()>>> {
     let tsdb = &shared.tsdb;
-    // The answer promises the points can be read.
-    let results = crate::shared::write_in_place(tsdb, || tsdb.write_series_visible(points))?;
+    // The answer promises the points are durable, and that a read after it sees them.
+    let results = crate::shared::write_in_place(tsdb, || tsdb.write_series_durable(points))?;
     for e in results.iter().filter_map(|r| r.as_ref().err()) {
         c.rejected(rejection_reason(e.rejection()));
     }

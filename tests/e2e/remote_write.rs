@@ -534,3 +534,51 @@ fn regex_escape(s: &str) -> String {
     }
     out
 }
+
+/// A remote-write or line-protocol request is answered once its points are in the WAL, while
+/// the engine may still be applying them: a query sent right after each answer finds every
+/// point answered, and so does a restart after `kill -9`.
+#[test]
+fn answered_writes_are_read_at_once_and_survive_kill_9() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = Server::start_in(dir.path(), &[])?;
+    let per_round = 50;
+    let rounds = 20;
+    let value = |n: i64| n as f64 + 0.25;
+    for round in 0..rounds {
+        let ns: Vec<i64> = (round * per_round..(round + 1) * per_round).collect();
+        let samples: Vec<(f64, i64)> = ns.iter().map(|&n| (value(n), T_MS + n * 1000)).collect();
+        let req = WriteRequest {
+            timeseries: vec![series(&[("__name__", "acked_rw"), ("host", "h")], &samples)],
+        };
+        let (status, body) = send(&server, &encode_write_request(&req))?;
+        assert_eq!((status, body.as_str()), (204, ""));
+        let lines: String = ns
+            .iter()
+            .map(|&n| format!("acked,host=h lp={} {}\n", value(n), T_MS + n * 1000))
+            .collect();
+        let (status, body) = server.http("POST", "/write?db=x&precision=ms", lines.as_bytes())?;
+        assert_eq!((status, body.as_str()), (204, ""));
+        let want = ((round + 1) * per_round) as usize;
+        assert_eq!(floats(&server, "acked_rw", &[("host", "h")])?.len(), want);
+        assert_eq!(floats(&server, "acked.lp", &[("host", "h")])?.len(), want);
+    }
+    drop(server);
+    let tsdb = strata_tsdb::Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default())?;
+    for metric in ["acked_rw", "acked.lp"] {
+        let found = tsdb.read(&strata_tsdb::ReadRequest::metric(
+            metric,
+            &[],
+            0,
+            i64::MAX / 2,
+        ))?;
+        let [series] = found.as_slice() else {
+            bail!("{metric}: expected one series, got {}", found.len());
+        };
+        let want: Vec<(i64, strata_tsdb::Value)> = (0..rounds * per_round)
+            .map(|n| (T_MS + n * 1000, strata_tsdb::Value::Float(value(n))))
+            .collect();
+        assert_eq!(series.points, want, "{metric}");
+    }
+    Ok(())
+}

@@ -50,7 +50,8 @@ enum Commit {
     Sync,
     /// Queued, visible shortly after ([`Db::write_queued`]).
     Queued,
-    /// Queued for the caller's settle to apply ([`Db::write_queued_before_settle`]).
+    /// Queued for the caller's settle (or durable wait) to write
+    /// ([`Db::write_queued_before_settle`]).
     BeforeSettle,
 }
 
@@ -515,6 +516,20 @@ impl Tsdb {
     pub fn write_series_visible(&self, points: &[SeriesPoint<'_>]) -> Result<Vec<Result<()>>> {
         let results = self.write_series_as(points, Commit::BeforeSettle);
         self.settle()?;
+        Ok(results)
+    }
+
+    /// [`Tsdb::write_series`], then waits until the points are durable in the WAL, as the
+    /// sync policy says: a read that starts after it returns `Ok` sees them, though the
+    /// engine may still be applying them. Meanwhile the caller can answer and take its next
+    /// batch. An `Err` means some points may not be stored.
+    pub fn write_series_durable(&self, points: &[SeriesPoint<'_>]) -> Result<Vec<Result<()>>> {
+        // Queued without waking the engine's apply thread: the wait below writes the batch
+        // itself when no one else does.
+        let results = self.write_series_as(points, Commit::BeforeSettle);
+        if self.inner.replica.is_none() {
+            self.inner.store.db.wait_durable()?;
+        }
         Ok(results)
     }
 

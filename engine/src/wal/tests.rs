@@ -212,10 +212,88 @@ fn queued_commits_wait_for_a_leader_and_are_applied_in_order() -> TestResult {
     // And by a settle.
     assert!(wal.commit(Entry::Batch(&batch(5)), false, true, &mut apply)?);
     assert!(!wal.settle(&mut apply)?);
-    let want: Vec<Vec<u8>> = (0..6).map(payload).collect();
-    assert_eq!(*applied.lock(), want);
+    applied_and_replayed_in_order(wal, dir.path(), &applied.lock(), 6)
+}
+
+/// Checks that the records `0..n` were applied in order, and replay so after a reopen.
+fn applied_and_replayed_in_order(wal: Wal, dir: &Path, applied: &[Vec<u8>], n: u32) -> TestResult {
+    let want: Vec<Vec<u8>> = (0..n).map(payload).collect();
+    assert_eq!(applied, want);
     drop(wal);
-    assert_eq!(open(dir.path(), 1 << 20)?.1, want);
+    assert_eq!(open(dir, 1 << 20)?.1, want);
+    Ok(())
+}
+
+#[test]
+fn a_durable_wait_writes_and_leaves_the_apply_to_others_in_log_order() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (wal, _) = open(dir.path(), 1 << 20)?;
+    let applied = parking_lot::Mutex::new(Vec::new());
+    let mut apply = |ps: &[&[u8]]| applied.lock().extend(ps.iter().map(|p| p.to_vec()));
+    let mut no_apply = |_: &[&[u8]]| panic!("a durable wait applied");
+    // Two groups written by durable waits: in the log, nothing applied, and the caller told
+    // that groups wait for an applier.
+    for i in 0..2 {
+        assert!(wal.commit(Entry::Batch(&batch(i)), false, true, &mut no_apply)?);
+        assert!(wal.wait_written(&mut no_apply)?);
+    }
+    assert_eq!(wal.stats().batches.load(Ordering::Relaxed), 2);
+    assert!(applied.lock().is_empty());
+    // A waiting commit behind them applies both groups first, then its own.
+    assert!(!wal.commit(Entry::Batch(&batch(2)), false, false, &mut apply)?);
+    assert_eq!(*applied.lock(), (0..3).map(payload).collect::<Vec<_>>());
+    // A read's catch-up applies what was written; with nothing left it is a no-op.
+    assert!(wal.commit(Entry::Batch(&batch(3)), false, true, &mut no_apply)?);
+    assert!(wal.wait_written(&mut no_apply)?);
+    wal.catch_up(&mut apply);
+    wal.catch_up(&mut no_apply);
+    // The applier's call applies written groups and writes queued records.
+    assert!(wal.commit(Entry::Batch(&batch(4)), false, true, &mut no_apply)?);
+    assert!(wal.wait_written(&mut no_apply)?);
+    assert!(wal.commit(Entry::Batch(&batch(5)), false, true, &mut no_apply)?);
+    wal.lead_queued(&mut apply);
+    assert!(!wal.settle(&mut no_apply)?);
+    let applied = applied.lock().clone();
+    applied_and_replayed_in_order(wal, dir.path(), &applied, 6)
+}
+
+/// A freeze asked for by an applier waits until the memtable holds the log exactly: it
+/// happens (as `apply` with no payloads) only after every written group is applied, and
+/// before the next group is written.
+#[test]
+fn a_wanted_freeze_comes_between_groups() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (wal, _) = open(dir.path(), 1 << 20)?;
+    let events = parking_lot::Mutex::new(Vec::new());
+    let mut apply = |ps: &[&[u8]]| {
+        let mut e = events.lock();
+        if ps.is_empty() {
+            e.push(format!(
+                "freeze after {}",
+                wal.stats().batches.load(Ordering::Relaxed)
+            ));
+        } else {
+            e.push(format!("apply {}", ps.len()));
+        }
+    };
+    let mut no_apply = |_: &[&[u8]]| panic!("a durable wait applied");
+    assert!(wal.commit(Entry::Batch(&batch(0)), false, true, &mut no_apply)?);
+    assert!(wal.wait_written(&mut no_apply)?);
+    wal.want_freeze();
+    // The next group's writer applies the group before, freezes, then writes.
+    assert!(!wal.commit(Entry::Batch(&batch(1)), false, false, &mut apply)?);
+    assert_eq!(
+        *events.lock(),
+        ["apply 1", "freeze after 1", "apply 1"].map(String::from)
+    );
+    // Asked for while a group waits to be applied, and no one writes: the applier freezes
+    // right after applying it.
+    assert!(wal.commit(Entry::Batch(&batch(2)), false, true, &mut no_apply)?);
+    assert!(wal.wait_written(&mut no_apply)?);
+    wal.want_freeze();
+    wal.lead_queued(&mut apply);
+    assert_eq!(events.lock().len(), 5);
+    assert_eq!(events.lock()[4], "freeze after 3");
     Ok(())
 }
 
