@@ -191,7 +191,7 @@ impl Db {
     /// Waits until every batch queued by [`Db::write_queued`] before the call is in the WAL,
     /// durable as the sync policy says, though perhaps not yet in the memtables: the apply
     /// thread applies them. A read that starts after it returns sees them all the same, as
-    /// reads first apply (or wait for) whatever the WAL holds. So a committer can answer
+    /// reads first wait for whatever the WAL holds to be applied. So a committer can answer
     /// while its batch is applied. Fails if one it waited for failed.
     pub fn wait_durable(&self) -> Result<()> {
         let inner = &self.inner;
@@ -202,13 +202,11 @@ impl Db {
         Ok(())
     }
 
-    /// Applies (or waits for) every batch in the WAL, for a read to see what was
-    /// acknowledged before it started (see [`Db::wait_durable`]).
+    /// Waits until every batch in the WAL is applied, for a read to see what was acknowledged
+    /// before it started (see [`Db::wait_durable`]).
     fn catch_up(&self) {
         let inner = &self.inner;
-        inner
-            .wal
-            .catch_up(&mut |payloads| inner.apply_group(payloads));
+        inner.wal.catch_up(&|| inner.applier.wake());
     }
 
     fn write_inner(&self, batch: &WriteBatch, sync: bool, queue: bool) -> Result<()> {

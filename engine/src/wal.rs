@@ -495,22 +495,22 @@ impl Wal {
         }
     }
 
-    /// Waits until every record in the log file is applied, applying them itself if no one
-    /// else does: a read that starts after it sees every write acknowledged by
-    /// [`Wal::wait_written`]. Cheap when there is nothing to wait for. Never call it while
-    /// writing or applying, or while holding a lock a writer or applier takes.
-    pub(crate) fn catch_up(&self, apply: &mut dyn FnMut(&[&[u8]])) {
+    /// Waits until every record in the log file is applied: a read that starts after it sees
+    /// every write acknowledged by [`Wal::wait_written`]. Cheap when there is nothing to wait
+    /// for. Applies nothing itself, as readers may run at background priority: while the
+    /// groups wait with no one applying them, it calls `wake` to wake the caller's applier.
+    /// Never call it while writing or applying.
+    pub(crate) fn catch_up(&self, wake: &dyn Fn()) {
         let written = self.written_mirror.load(Ordering::Acquire);
         if self.done_mirror.load(Ordering::Acquire) >= written {
             return;
         }
         let mut q = self.queue.lock();
         while q.done < written {
-            if q.applying {
-                self.queue_cv.wait(&mut q);
-            } else {
-                q = self.apply_backlog(q, apply, false);
+            if !q.applying {
+                wake();
             }
+            self.queue_cv.wait(&mut q);
         }
     }
 

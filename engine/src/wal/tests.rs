@@ -242,11 +242,20 @@ fn a_durable_wait_writes_and_leaves_the_apply_to_others_in_log_order() -> TestRe
     // A waiting commit behind them applies both groups first, then its own.
     assert!(!wal.commit(Entry::Batch(&batch(2)), false, false, &mut apply)?);
     assert_eq!(*applied.lock(), (0..3).map(payload).collect::<Vec<_>>());
-    // A read's catch-up applies what was written; with nothing left it is a no-op.
+    // A read's catch-up wakes the applier and waits for it to apply what was written; with
+    // nothing left it returns at once.
     assert!(wal.commit(Entry::Batch(&batch(3)), false, true, &mut no_apply)?);
     assert!(wal.wait_written(&mut no_apply)?);
-    wal.catch_up(&mut apply);
-    wal.catch_up(&mut no_apply);
+    let woken = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| wal.catch_up(&|| woken.store(true, Ordering::Release)));
+        while !woken.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        wal.lead_queued(&mut apply);
+        reader.join().map_err(|_| "the reader panicked")
+    })?;
+    wal.catch_up(&|| panic!("woke the applier with nothing to apply"));
     // The applier's call applies written groups and writes queued records.
     assert!(wal.commit(Entry::Batch(&batch(4)), false, true, &mut no_apply)?);
     assert!(wal.wait_written(&mut no_apply)?);
