@@ -253,6 +253,8 @@ struct WrittenGroup {
     /// The queue's buffer of the group, and its records (none if the group failed).
     buf: Vec<u8>,
     records: Vec<QueuedRecord>,
+    /// Bytes of `records`, frames included.
+    bytes: usize,
     /// Every ticket below this is done once the group is applied.
     upto: u64,
 }
@@ -598,7 +600,7 @@ impl Wal {
             q.batches = 0;
             q.sync = false;
             q.detached = false;
-            self.push_written(&mut q, Vec::new(), Vec::new(), upto);
+            self.push_written(&mut q, Vec::new(), Vec::new(), 0, upto);
             self.queue_cv.notify_all();
             return q;
         }
@@ -625,8 +627,7 @@ impl Wal {
         q.leader = false;
         match result {
             Ok(()) => {
-                q.unapplied_bytes += bytes;
-                self.push_written(&mut q, buf, records, upto);
+                self.push_written(&mut q, buf, records, bytes, upto);
             }
             Err((e, clean)) => {
                 if clean && !detached {
@@ -642,7 +643,7 @@ impl Wal {
                 } else {
                     self.fail_locked(&mut q, first, e);
                 }
-                self.push_written(&mut q, Vec::new(), Vec::new(), upto);
+                self.push_written(&mut q, Vec::new(), Vec::new(), 0, upto);
             }
         }
         self.queue_cv.notify_all();
@@ -650,8 +651,21 @@ impl Wal {
     }
 
     /// Queues a group written through ticket `upto` for the appliers.
-    fn push_written(&self, q: &mut Queue, buf: Vec<u8>, records: Vec<QueuedRecord>, upto: u64) {
-        q.unapplied.push_back(WrittenGroup { buf, records, upto });
+    fn push_written(
+        &self,
+        q: &mut Queue,
+        buf: Vec<u8>,
+        records: Vec<QueuedRecord>,
+        bytes: usize,
+        upto: u64,
+    ) {
+        q.unapplied_bytes += bytes;
+        q.unapplied.push_back(WrittenGroup {
+            buf,
+            records,
+            bytes,
+            upto,
+        });
         q.written = upto;
         self.written_mirror.store(upto, Ordering::Release);
     }
@@ -714,11 +728,10 @@ impl Wal {
         let WrittenGroup {
             mut buf,
             mut records,
+            bytes,
             ..
         } = group;
-        q.unapplied_bytes = q
-            .unapplied_bytes
-            .saturating_sub(records.iter().map(|r| r.bytes(&buf).len()).sum());
+        q.unapplied_bytes -= bytes;
         for r in records.drain(..) {
             if let QueuedRecord::Own { buf, .. } = r {
                 q.keep_spare(buf);

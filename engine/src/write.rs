@@ -79,8 +79,8 @@ impl Inner {
         }
     }
 
-    /// Applies a committed group of WAL payloads to the active memtable, in log order. Runs
-    /// as the WAL's commit leader.
+    /// Applies a written group of WAL payloads to the active memtable, in log order. Runs as
+    /// the WAL's applier, one group at a time.
     ///
     /// A memtable that grows past its freeze size asks the WAL to freeze it (see
     /// `Wal::want_freeze`), which calls this with no payloads once the memtable holds the log
