@@ -342,15 +342,17 @@ impl Db {
 
     /// Compacts every level into the bottom one and waits for it: each table's files are
     /// merged into one file holding only the newest visible version of each cell, without
-    /// tombstones.
+    /// tombstones. The WAL segments kept for reuse (`DbOptions::wal_recycle_segments`) are
+    /// deleted too, so that the directory takes no more disk than its data needs.
     pub fn compact_all(&self) -> Result<()> {
-        self.inner.compact_all(&mut |_, _| {})
+        self.compact_all_with_progress(&mut |_, _| {})
     }
 
     /// [`Db::compact_all`], telling `progress` how far it got: `(bytes done, bytes in all)` of
     /// the input files.
     pub fn compact_all_with_progress(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
-        self.inner.compact_all(progress)
+        self.inner.compact_all(progress)?;
+        self.inner.wal.drop_recycled()
     }
 
     /// Reclaims the space of expired data now (tables with `TableOptions::expiry`): drops
@@ -423,7 +425,8 @@ impl Db {
 
     /// Flushes and closes the database.
     pub fn close(self) -> Result<()> {
-        self.sync_wal()
+        self.sync_wal()?;
+        self.inner.wal.cut_stale_tail()
     }
 }
 

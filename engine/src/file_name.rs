@@ -32,6 +32,20 @@ pub(crate) fn parse_segment_file_name(name: &str) -> Option<u64> {
     u64::from_str_radix(hex, 16).ok()
 }
 
+/// The name a covered WAL segment `number` is kept under for reuse.
+pub(crate) fn recycled_file_name(number: u64) -> String {
+    format!("recycled-{number:016x}.log")
+}
+
+/// The old segment number in a recycled segment's file name, if `name` is one.
+pub(crate) fn parse_recycled_file_name(name: &str) -> Option<u64> {
+    let hex = name.strip_prefix("recycled-")?.strip_suffix(".log")?;
+    if hex.len() != 16 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,5 +67,12 @@ mod tests {
         assert_eq!(parse_segment_file_name("wal-000000000000001F.log"), None);
         assert_eq!(parse_segment_file_name("wal-1f.log"), None);
         assert_eq!(parse_segment_file_name("stub.log"), None);
+        assert_eq!(recycled_file_name(0x1f), "recycled-000000000000001f.log");
+        assert_eq!(
+            parse_recycled_file_name(&recycled_file_name(0x1f)),
+            Some(0x1f)
+        );
+        assert_eq!(parse_recycled_file_name(&segment_file_name(0x1f)), None);
+        assert_eq!(parse_segment_file_name(&recycled_file_name(0x1f)), None);
     }
 }

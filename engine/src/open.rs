@@ -143,6 +143,7 @@ fn open_claimed(dir: &Path, opts: DbOptions, follower: bool) -> Result<Arc<Inner
         }
         let bad = |detail: String| Error::corruption(file, offset, detail);
         match decode_entry(payload).map_err(bad)? {
+            DecodedEntry::End => {}
             DecodedEntry::Table { id, name } => {
                 tables.insert(name.to_string(), Table::new(id, name.into()));
             }
@@ -153,12 +154,18 @@ fn open_claimed(dir: &Path, opts: DbOptions, follower: bool) -> Result<Arc<Inner
         }
         Ok(())
     };
-    let wal = Arc::new(Wal::open_from(
+    let mut wal = Wal::open_from(
         wal_fs,
         opts.wal_segment_bytes,
         manifest.flushed_segment + 1,
         &mut replay,
-    )?);
+    )?;
+    wal.set_recycle_limit(if follower {
+        0
+    } else {
+        opts.wal_recycle_segments
+    });
+    let wal = Arc::new(wal);
     if let SyncPolicy::Interval(every) = opts.sync {
         Wal::spawn_syncer(&wal, every)?;
     }

@@ -6,9 +6,11 @@ use std::path::Path;
 
 use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
+use crate::coding::be_u64;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, LocalFs};
 use crate::memtable::Memtable;
+use crate::wal::segment::record_seed;
 use crate::wal::{DecodedEntry, decode_entry, recovery};
 
 /// The file name the fuzz segment is replayed from: segment 1, so a header must say 1.
@@ -49,7 +51,7 @@ pub fn fuzz_replay_wal(dir: &Path, segment: &[u8]) -> Result<WalReplay> {
     let mut seq = 0;
     let mut apply = |payload: &[u8], file: &str, offset: u64| -> Result<()> {
         match decode_entry(payload) {
-            Ok(DecodedEntry::Table { .. }) => {}
+            Ok(DecodedEntry::Table { .. } | DecodedEntry::End) => {}
             Ok(DecodedEntry::Batch(batch)) => {
                 seq += 1;
                 ops += batch.len();
@@ -81,6 +83,8 @@ pub fn fuzz_fix_wal_checksums(segment: &mut [u8]) {
     }
     let sum = xxh3_64(&segment[..16]);
     segment[16..HEADER_BYTES].copy_from_slice(&sum.to_be_bytes());
+    let version = u16::from_be_bytes([segment[4], segment[5]]);
+    let seed = record_seed(version, be_u64(&segment[8..16]));
     let mut pos = HEADER_BYTES;
     while let Some(head) = segment.get(pos..pos + RECORD_HEADER_BYTES) {
         let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
@@ -88,7 +92,7 @@ pub fn fuzz_fix_wal_checksums(segment: &mut [u8]) {
         if len == 0 || end > segment.len() {
             return;
         }
-        let mut hasher = Xxh3::new();
+        let mut hasher = Xxh3::with_seed(seed);
         hasher.update(&segment[pos..pos + 4]);
         hasher.update(&segment[pos + RECORD_HEADER_BYTES..end]);
         let sum = hasher.digest().to_be_bytes();

@@ -12,9 +12,12 @@
 //! 0        4         6          8                 16                24
 //! +--------+---------+----------+-----------------+-----------------+
 //! | "SWAL" | version | reserved | segment number  | xxh3 of 0..16   |
-//! |   4B   | u16 = 1 | u16 = 0  |       u64       |       u64       |
+//! |   4B   | u16 = 2 | u16 = 0  |       u64       |       u64       |
 //! +--------+---------+----------+-----------------+-----------------+
 //! ```
+//!
+//! Version 2 is written. Version 1 segments are still read: they differ only in the seed of
+//! their records' checksums, which is 0 (see below).
 //!
 //! It is checked in the order magic, checksum, version, reserved bits, then the number is
 //! compared with the file name. Records follow back to back up to the end of the file:
@@ -22,18 +25,21 @@
 //! ```text
 //! +-------------+----------------------------+-------------------+
 //! | length  u32 | xxh3_64(length ++ payload) | payload           |
-//! |             |            u64             | `length` bytes    |
+//! |             |   seeded, see below, u64   | `length` bytes    |
 //! +-------------+----------------------------+-------------------+
 //! ```
 //!
 //! `length` is 1 ..= 2^30. The checksum covers the 4 length bytes and the payload, so a record
-//! is either whole and valid or rejected. The payload's first byte is its type:
+//! is either whole and valid or rejected. It is XXH3-64 with the segment number as its seed
+//! (version 2; version 1 used seed 0), so a record is valid only in the segment it was
+//! written to: the old records of a recycled file (rule 8) fail in its new segment. The payload's first byte is its type:
 //!
 //! - `1`, table creation: `1 | table id (varint) | table name (UTF-8, rest of the payload)`.
 //! - `2`, write batch: `2 | op count (varint) | ops`, the ops encoded as in `batch.rs`: each is
 //!   `kind u8 | table varint | row len varint | row | [column len varint | column] |
 //!   [value len varint | value]` (column for put and delete, value for put only). The count
 //!   must match the ops exactly, with no trailing bytes.
+//! - `3`, end of segment (version 2): the single byte `3`. See rule 8.
 //!
 //! Varints are unsigned LEB128.
 //!
@@ -61,6 +67,20 @@
 //!    durable, the covered segments are deleted in ascending order (so the remaining numbers
 //!    stay contiguous after a crash). The current segment is never deleted. When no segment is
 //!    left, numbering resumes after the manifest's last covered segment.
+//! 8. Up to `DbOptions::wal_recycle_segments` covered segments (the newest of them) are not
+//!    deleted but renamed `recycled-<old number>.log`, and a new segment is made from one of
+//!    them when there is one: its new header is written and fsynced, then it is renamed to
+//!    its segment's name and the directory fsynced. So a crash leaves either a recycled file
+//!    (ignored by recovery, kept for reuse at the next open) or a segment whose header names
+//!    it. Its new records are written over the old ones, which stay past the segment's end
+//!    and fail their checksums (another seed), so recovery ends the segment there (rule 5).
+//!    Before the next segment is started, a recycled segment gets an end record (payload
+//!    the single byte `3`) and is fsynced: recovery reads a segment no further than its end
+//!    record, so rule 4 holds for what comes before it. In the last segment, an end record
+//!    (a roll that never finished) is cut off with what follows, and appending resumes there.
+//!    A clean close cuts the current segment's old records off. A writer that reuses
+//!    files writes over pages the page cache already holds, where new files must be given
+//!    new pages and deleted ones freed. `Db::compact_all` deletes the recycled files.
 //!
 //! ## Failures
 //!
@@ -100,10 +120,13 @@ use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, LogFile};
 
-use crate::file_name::segment_file_name;
+use crate::file_name::{parse_recycled_file_name, recycled_file_name, segment_file_name};
+use entry::END_PAYLOAD;
 use entry::frame_batch_in_place;
 pub(crate) use entry::{DecodedEntry, Entry, decode_entry};
-use segment::{HEADER_BYTES, MAX_PAYLOAD_BYTES, RECORD_HEADER_BYTES, encode_header, frame_record};
+use segment::{
+    HEADER_BYTES, MAX_PAYLOAD_BYTES, RECORD_HEADER_BYTES, encode_header, frame_record, seal_record,
+};
 
 /// Queued records past this many bytes make [`Wal::commit`] wait even when asked only to
 /// queue: a bound on the memory and on how far the applied state trails the queue.
@@ -141,6 +164,13 @@ pub(crate) struct Wal {
     /// recorded: the second fsync of a file whose first failed succeeds without the lost
     /// bytes. Taken after `out`, before `queue`.
     sync_lock: Mutex<()>,
+    /// The number of the segment being appended to, the seed records are sealed with when
+    /// queued: a group written after a roll reseals the ones sealed for the segment before.
+    seed: AtomicU64,
+    /// Covered segments kept for reuse, renamed `recycled-<n>.log` (see rule 8), oldest first.
+    recycled: Mutex<Vec<String>>,
+    /// How many covered segments [`Wal::delete_segments_through`] keeps for reuse.
+    recycle_limit: usize,
     stats: WalStats,
 }
 
@@ -153,6 +183,8 @@ struct Segment {
     len: u64,
     /// Bytes were written since the last fsync.
     dirty: bool,
+    /// The file is a recycled one and may hold bytes of its earlier use past `len`.
+    stale: bool,
 }
 
 /// Spare batch buffers are kept up to this many, and this many bytes in all: enough for a
@@ -169,21 +201,41 @@ const TAKE_FROM: usize = 64 << 10;
 /// (see [`Wal::commit_batch`]), which is written and applied from where the batch encoded it.
 #[derive(Debug)]
 enum QueuedRecord {
-    /// The record's range in `Queue::buf`, frame and payload.
-    Shared(Range<usize>),
+    /// The record's range in `Queue::buf`, frame and payload, and the seed it is sealed with.
+    Shared(Range<usize>, u64),
     Own {
         buf: Vec<u8>,
         /// The record, frame and payload, in `buf`.
         framed: Range<usize>,
+        seed: u64,
     },
 }
 
 impl QueuedRecord {
+    /// Seals the record again with `seed` if it was sealed for another segment.
+    fn reseal(&mut self, shared: &mut [u8], seed: u64) {
+        match self {
+            QueuedRecord::Shared(r, s) if *s != seed => {
+                seal_record(&mut shared[r.clone()], seed);
+                *s = seed;
+            }
+            QueuedRecord::Own {
+                buf,
+                framed,
+                seed: s,
+            } if *s != seed => {
+                seal_record(&mut buf[framed.clone()], seed);
+                *s = seed;
+            }
+            _ => {}
+        }
+    }
+
     /// The whole record, from the queue's buffer `shared` or its own.
     fn bytes<'a>(&'a self, shared: &'a [u8]) -> &'a [u8] {
         match self {
-            QueuedRecord::Shared(r) => &shared[r.clone()],
-            QueuedRecord::Own { buf, framed } => &buf[framed.clone()],
+            QueuedRecord::Shared(r, _) => &shared[r.clone()],
+            QueuedRecord::Own { buf, framed, .. } => &buf[framed.clone()],
         }
     }
 
@@ -293,6 +345,7 @@ impl Wal {
         apply: &mut recovery::ReplayFn<'_>,
     ) -> Result<Wal> {
         let tail = recovery::recover(&*fs, apply)?;
+        let recycled = recycled_files(&*fs)?;
         let out = match tail {
             None => create_segment(&*fs, first.max(1)).map_err(|(e, _)| e)?,
             Some(t) if t.good_len == 0 => create_segment(&*fs, t.number).map_err(|(e, _)| e)?,
@@ -307,9 +360,11 @@ impl Wal {
                     file,
                     len: t.good_len,
                     dirty: false,
+                    stale: false,
                 }
             }
         };
+        let out_number = out.number;
         Ok(Wal {
             fs,
             segment_bytes,
@@ -321,8 +376,24 @@ impl Wal {
             done_mirror: AtomicU64::new(0),
             freeze_wanted: AtomicBool::new(false),
             sync_lock: Mutex::new(()),
+            seed: AtomicU64::new(out_number),
+            recycled: Mutex::new(recycled),
+            recycle_limit: 0,
             stats: WalStats::default(),
         })
+    }
+
+    /// Keeps up to `segments` covered segments for reuse (see rule 8) from now on, deleting
+    /// the oldest recycled files past that.
+    pub(crate) fn set_recycle_limit(&mut self, segments: usize) {
+        self.recycle_limit = segments;
+        let recycled = self.recycled.get_mut();
+        let extra = recycled.len().saturating_sub(segments);
+        for name in recycled.drain(..extra) {
+            if let Err(e) = self.fs.delete(&name) {
+                tracing::warn!(error = %e, file = %name, "could not delete a recycled WAL segment");
+            }
+        }
     }
 
     /// The WAL's counters.
@@ -400,8 +471,9 @@ impl Wal {
         if let Some((_, cause)) = &q.failed {
             return Err(Error::WalFailed(cause.clone()));
         }
-        let payload = frame_record(&mut q.buf, |out| entry.encode(out));
-        let record = QueuedRecord::Shared(payload.start - RECORD_HEADER_BYTES..payload.end);
+        let seed = self.seed.load(Ordering::Relaxed);
+        let payload = frame_record(&mut q.buf, seed, |out| entry.encode(out));
+        let record = QueuedRecord::Shared(payload.start - RECORD_HEADER_BYTES..payload.end, seed);
         self.enqueue(q, record, entry.is_batch(), sync, queue, apply)
     }
 
@@ -424,7 +496,8 @@ impl Wal {
         check_size(&Entry::Batch(batch))?;
         let count = batch.count();
         let mut buf = batch.take_buffer(Vec::new());
-        let framed = frame_batch_in_place(&mut buf, count);
+        let seed = self.seed.load(Ordering::Relaxed);
+        let framed = frame_batch_in_place(&mut buf, count, seed);
         let mut q = self.queue.lock();
         if let Some(spare) = q.spare.pop() {
             batch.take_buffer(spare);
@@ -432,7 +505,7 @@ impl Wal {
         if let Some((_, cause)) = &q.failed {
             return Err(Error::WalFailed(cause.clone()));
         }
-        let record = QueuedRecord::Own { buf, framed };
+        let record = QueuedRecord::Own { buf, framed, seed };
         self.enqueue(q, record, true, sync, queue, apply)
     }
 
@@ -613,16 +686,16 @@ impl Wal {
         let first = q.written;
         let upto = q.next_ticket;
         let spare_buf = std::mem::take(&mut q.spare_buf);
-        let buf = std::mem::replace(&mut q.buf, spare_buf);
+        let mut buf = std::mem::replace(&mut q.buf, spare_buf);
         let spare_records = std::mem::take(&mut q.spare_records);
-        let records = std::mem::replace(&mut q.records, spare_records);
+        let mut records = std::mem::replace(&mut q.records, spare_records);
         let bytes = std::mem::take(&mut q.bytes);
         let batches = std::mem::take(&mut q.batches);
         let group_sync = std::mem::take(&mut q.sync);
         let detached = std::mem::take(&mut q.detached);
         drop(q);
 
-        let result = self.write_group(&buf, &records, bytes, group_sync, batches);
+        let result = self.write_group(&mut buf, &mut records, bytes, group_sync, batches);
         let mut q = self.queue.lock();
         q.leader = false;
         match result {
@@ -748,8 +821,8 @@ impl Wal {
 
     fn write_group(
         &self,
-        shared: &[u8],
-        records: &[QueuedRecord],
+        shared: &mut [u8],
+        records: &mut [QueuedRecord],
         bytes: usize,
         sync: bool,
         batches: u64,
@@ -758,6 +831,11 @@ impl Wal {
         if out.len > HEADER_BYTES as u64 && out.len + bytes as u64 > self.segment_bytes {
             self.roll(&mut out)?;
         }
+        // Records queued before a roll were sealed for the segment before.
+        for r in records.iter_mut() {
+            r.reseal(shared, out.number);
+        }
+        let (shared, records) = (&*shared, &*records);
         let at = out.len;
         if let Err(e) = write_records(&*out.file, at, shared, records) {
             // Cut off whatever part of the group reached the file, so that none of it can be
@@ -779,17 +857,36 @@ impl Wal {
         Ok(())
     }
 
-    /// Starts segment `number + 1` (rule 2).
+    /// Starts segment `number + 1` (rule 2), in a recycled file when one is kept (rule 8).
     fn roll(&self, out: &mut Segment) -> Result<(), GroupError> {
+        if out.stale {
+            // Rule 8: the records of the file's earlier life follow, so the segment says
+            // where it ends (cutting them off would free the pages the next use writes over).
+            let mut end = Vec::with_capacity(RECORD_HEADER_BYTES + END_PAYLOAD.len());
+            frame_record(&mut end, out.number, |o| o.extend_from_slice(END_PAYLOAD));
+            out.file.write_at(out.len, &end).map_err(|e| (e, false))?;
+            out.len += end.len() as u64;
+            out.stale = false;
+        }
         // Always fsync, even if not dirty: the background syncer may have cleared the flag
         // while its fsync is still running.
         self.sync_locked(out).map_err(|e| (e, false))?;
-        let next = create_segment(&*self.fs, out.number + 1)?;
+        let number = out.number + 1;
+        let reused = self.recycled.lock().pop();
+        let next = match reused {
+            Some(old) => reuse_segment(&*self.fs, &old, number)?,
+            None => create_segment(&*self.fs, number)?,
+        };
         self.stats
             .bytes
             .fetch_add(HEADER_BYTES as u64, Ordering::Relaxed);
-        tracing::debug!(segment = next.number, "started WAL segment");
+        tracing::debug!(
+            segment = next.number,
+            recycled = next.stale,
+            "started WAL segment"
+        );
         *out = next;
+        self.seed.store(number, Ordering::Relaxed);
         Ok(())
     }
 
@@ -849,10 +946,56 @@ impl Wal {
     }
 
     /// Deletes every segment numbered `through` or lower, except the current one, in
-    /// ascending order, then fsyncs the directory.
+    /// ascending order, then fsyncs the directory. The newest of them, up to the recycle
+    /// limit, are kept for reuse instead (rule 8).
     pub(crate) fn delete_segments_through(&self, through: u64) -> Result<()> {
         let current = self.out.lock().number;
-        delete_segments_through(&*self.fs, through.min(current.saturating_sub(1)))
+        let through = through.min(current.saturating_sub(1));
+        let covered: Vec<(u64, String)> = recovery::list_segments(&*self.fs)?
+            .into_iter()
+            .take_while(|(n, _)| *n <= through)
+            .collect();
+        let keep_from = covered.len().saturating_sub(self.recycle_limit);
+        let mut last = None;
+        for (i, (n, name)) in covered.iter().enumerate() {
+            let mut recycled = self.recycled.lock();
+            if i >= keep_from && recycled.len() < self.recycle_limit {
+                let to = recycled_file_name(*n);
+                self.fs.rename(name, &to)?;
+                recycled.push(to);
+            } else {
+                self.fs.delete(name)?;
+            }
+            last = Some(name);
+        }
+        if let Some(name) = last {
+            self.fs.sync_dir(name)?;
+        }
+        Ok(())
+    }
+
+    /// Cuts the old bytes of a recycled current segment off its end, so that a clean reopen
+    /// finds no tail to cut (and warn of). A crash leaves them, and recovery cuts them then
+    /// (rule 8). For a close: later groups write past the segment's end again.
+    pub(crate) fn cut_stale_tail(&self) -> Result<()> {
+        let mut out = self.out.lock();
+        if out.stale && !self.has_failed() {
+            out.file.truncate(out.len)?;
+            out.stale = false;
+        }
+        Ok(())
+    }
+
+    /// Deletes the segments kept for reuse, giving their disk space back.
+    pub(crate) fn drop_recycled(&self) -> Result<()> {
+        let names = std::mem::take(&mut *self.recycled.lock());
+        for name in &names {
+            self.fs.delete(name)?;
+        }
+        if let Some(name) = names.last() {
+            self.fs.sync_dir(name)?;
+        }
+        Ok(())
     }
 
     /// Fsyncs everything written so far. Fails, and fails the WAL, if the fsync fails.
@@ -928,11 +1071,11 @@ fn write_records(
     let mut run: Option<Range<usize>> = None;
     for r in records {
         match r {
-            QueuedRecord::Shared(range) => match &mut run {
+            QueuedRecord::Shared(range, _) => match &mut run {
                 Some(run) => run.end = range.end,
                 None => run = Some(range.clone()),
             },
-            QueuedRecord::Own { buf, framed } => {
+            QueuedRecord::Own { buf, framed, .. } => {
                 if let Some(run) = run.take() {
                     file.write_at(pos, &shared[run.clone()])?;
                     pos += run.len() as u64;
@@ -995,22 +1138,78 @@ fn create_segment(fs: &dyn FileSystem, number: u64) -> Result<Segment, GroupErro
         fs.sync_dir(&name)?;
         Ok::<_, Error>(file)
     })();
+    made_segment(fs, made, number, false, &[&name])
+}
+
+/// The segment `number` whose making ended with `made`, its file holding old bytes past the
+/// header if `stale`. On failure the files `names` are deleted, and the error's flag says
+/// whether the failure was ENOSPC and they are gone for sure.
+fn made_segment(
+    fs: &dyn FileSystem,
+    made: Result<Arc<dyn LogFile>>,
+    number: u64,
+    stale: bool,
+    names: &[&str],
+) -> Result<Segment, GroupError> {
     match made {
         Ok(file) => Ok(Segment {
             number,
             file,
             len: HEADER_BYTES as u64,
             dirty: false,
+            stale,
         }),
         Err(e) => {
-            let gone = fs.delete(&name).and_then(|()| fs.sync_dir(&name));
+            let mut gone = Ok(());
+            for name in names {
+                gone = gone.and_then(|()| fs.delete(name));
+            }
+            if let Some(name) = names.last() {
+                gone = gone.and_then(|()| fs.sync_dir(name));
+            }
             if let Err(d) = &gone {
-                tracing::warn!(error = %d, file = %name, "could not delete a half-made WAL segment");
+                tracing::warn!(error = %d, segment = number, "could not delete a half-made WAL segment");
             }
             let clean = no_space(&e) && gone.is_ok();
             Err((e, clean))
         }
     }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        if let Err(e) = self.cut_stale_tail() {
+            tracing::debug!(error = %e, "could not cut a recycled WAL segment's end");
+        }
+    }
+}
+
+/// Makes the recycled file `old` segment `number`: its header is written and fsynced before
+/// the rename, so a crash leaves either a recycled file or a segment that names itself.
+/// Its old records stay past the header and fail their checksums there (rule 8). A failure
+/// is one of creating the segment (see `create_segment`): the file is deleted.
+fn reuse_segment(fs: &dyn FileSystem, old: &str, number: u64) -> Result<Segment, GroupError> {
+    let name = segment_file_name(number);
+    let made = (|| {
+        let file = fs.open_log(old)?;
+        file.write_at(0, &encode_header(number))?;
+        file.sync()?;
+        fs.rename(old, &name)?;
+        fs.sync_dir(&name)?;
+        Ok::<_, Error>(file)
+    })();
+    made_segment(fs, made, number, true, &[old, &name])
+}
+
+/// The recycled segments of `fs` (see rule 8), oldest first.
+fn recycled_files(fs: &dyn FileSystem) -> Result<Vec<String>> {
+    let mut names: Vec<(u64, String)> = fs
+        .list()?
+        .into_iter()
+        .filter_map(|name| Some((parse_recycled_file_name(&name)?, name)))
+        .collect();
+    names.sort_unstable();
+    Ok(names.into_iter().map(|(_, name)| name).collect())
 }
 
 /// Deletes the segments of `fs` numbered `through` or lower, in ascending order.

@@ -103,7 +103,7 @@ impl Inner {
                     seq += 1;
                     active.apply_all(&ops, seq, now);
                 }
-                Ok(DecodedEntry::Table { .. }) => {}
+                Ok(DecodedEntry::Table { .. } | DecodedEntry::End) => {}
                 // We encoded these bytes ourselves a moment ago.
                 Err(e) => tracing::error!(error = %e, "undecodable WAL payload of our own"),
             }

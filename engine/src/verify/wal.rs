@@ -14,12 +14,12 @@ use super::{MAX_GAP_FILL, Remedy, SegmentAction, Severity, VerifyReport};
 use crate::error::Result;
 use crate::file_name::segment_file_name;
 use crate::fs::LocalFs;
-use crate::wal::decode_entry;
 use crate::wal::recovery::list_segments;
 use crate::wal::segment::{
-    HEADER_BYTES, HeaderError, MAX_PAYLOAD_BYTES, RECORD_HEADER_BYTES, RecordIter, decode_header,
-    encode_header,
+    FORMAT_VERSION, HEADER_BYTES, HeaderError, MAX_PAYLOAD_BYTES, RECORD_HEADER_BYTES, RecordIter,
+    decode_header, encode_header, frame_record, record_seed,
 };
+use crate::wal::{DecodedEntry, decode_entry};
 
 /// What is wrong with a segment's header.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,11 +47,20 @@ pub(super) struct SegmentScan {
     pub(super) tail: Option<(u64, String)>,
 }
 
+/// The seed the records of `file`, segment `number`, are checked with: its header's, or the
+/// current format's when the header cannot be read.
+fn seed_of(file: &[u8], number: u64) -> u64 {
+    match decode_header(file) {
+        Ok(h) => h.seed,
+        Err(_) => record_seed(FORMAT_VERSION, number),
+    }
+}
+
 /// Reads the segment `file`, numbered `number`.
 pub(super) fn scan(file: &[u8], number: u64) -> SegmentScan {
     let header = match decode_header(file) {
-        Ok(n) if n == number => HeaderState::Good,
-        Ok(n) => HeaderState::WrongNumber(n),
+        Ok(h) if h.number == number => HeaderState::Good,
+        Ok(h) => HeaderState::WrongNumber(h.number),
         Err(HeaderError::Damaged(d)) => HeaderState::Damaged(d),
         Err(HeaderError::Unsupported(d)) => HeaderState::Unsupported(d),
     };
@@ -66,15 +75,18 @@ pub(super) fn scan(file: &[u8], number: u64) -> SegmentScan {
     }
     // `RecordIter` starts `HEADER_BYTES` into the slice it is given, so a slice that starts
     // that far before `start` reads records from `start` on.
+    let seed = seed_of(file, number);
     let mut start = HEADER_BYTES;
-    loop {
+    'segment: loop {
         let base = start - HEADER_BYTES;
-        let mut it = RecordIter::new(&file[base..]);
+        let mut it = RecordIter::new(&file[base..], seed);
         loop {
             let at = base + it.good_len() as usize;
             let Some(payload) = it.next() else { break };
             let end = at + RECORD_HEADER_BYTES + payload.len();
             match decode_entry(payload) {
+                // A recycled file's earlier records follow: not part of the segment.
+                Ok(DecodedEntry::End) => break 'segment,
                 Ok(_) => out.records.push(at..end),
                 Err(e) => out
                     .bad
@@ -83,7 +95,7 @@ pub(super) fn scan(file: &[u8], number: u64) -> SegmentScan {
         }
         let Some(bad) = it.bad() else { break };
         let at = base + bad.offset as usize;
-        match resync(file, at) {
+        match resync(file, at, seed) {
             Some(next) => {
                 out.bad.push((at as u64, bad.detail.clone()));
                 start = next;
@@ -99,7 +111,7 @@ pub(super) fn scan(file: &[u8], number: u64) -> SegmentScan {
 
 /// The offset of the record after the bad one at `at`, if its length field is plausible, it
 /// lies inside the file with something after it, and the record there passes its checksum.
-fn resync(file: &[u8], at: usize) -> Option<usize> {
+fn resync(file: &[u8], at: usize, seed: u64) -> Option<usize> {
     let len = file.get(at..at + 4)?;
     let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
     if len == 0 || len > MAX_PAYLOAD_BYTES {
@@ -109,16 +121,18 @@ fn resync(file: &[u8], at: usize) -> Option<usize> {
     if next >= file.len() {
         return None;
     }
-    RecordIter::new(&file[next - HEADER_BYTES..])
+    RecordIter::new(&file[next - HEADER_BYTES..], seed)
         .next()
         .map(|_| next)
 }
 
-/// Segment `number` rewritten: a fresh header, then the readable records of `file` in order.
+/// Segment `number` rewritten: a fresh header, then the readable records of `file` in order,
+/// sealed for the current format.
 pub(super) fn rewrite(file: &[u8], number: u64, scan: &SegmentScan) -> Vec<u8> {
     let mut out = encode_header(number).to_vec();
     for r in &scan.records {
-        out.extend_from_slice(&file[r.clone()]);
+        let payload = &file[r.start + RECORD_HEADER_BYTES..r.end];
+        frame_record(&mut out, number, |o| o.extend_from_slice(payload));
     }
     out
 }
@@ -302,13 +316,12 @@ fn check_segment(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wal::segment::frame_record;
 
     /// A segment of table-creation records (the smallest payload that decodes).
     fn segment(number: u64, n: usize) -> Vec<u8> {
         let mut file = encode_header(number).to_vec();
         for i in 0..n {
-            frame_record(&mut file, |out| {
+            frame_record(&mut file, number, |out| {
                 out.push(1);
                 out.push(i as u8);
                 out.extend_from_slice(format!("table{i}").as_bytes());
@@ -371,8 +384,8 @@ mod tests {
     #[test]
     fn a_record_that_does_not_decode_is_bad() {
         let mut file = encode_header(3).to_vec();
-        frame_record(&mut file, |out| out.push(9));
-        frame_record(&mut file, |out| out.extend_from_slice(&[1, 1, b'x']));
+        frame_record(&mut file, 3, |out| out.push(9));
+        frame_record(&mut file, 3, |out| out.extend_from_slice(&[1, 1, b'x']));
         let s = scan(&file, 3);
         assert_eq!(s.records.len(), 1);
         assert_eq!(s.bad.len(), 1);

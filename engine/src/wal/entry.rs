@@ -12,6 +12,8 @@ use crate::wal::segment::{RECORD_HEADER_BYTES, seal_record};
 const ENTRY_TABLE: u8 = 1;
 /// Payload type of a write-batch record.
 const ENTRY_BATCH: u8 = 2;
+/// The whole payload of a segment's end record (see rule 8 of the `wal` module).
+pub(crate) const END_PAYLOAD: &[u8] = &[3];
 
 /// A WAL record's payload, to be encoded.
 #[derive(Debug, Clone, Copy)]
@@ -54,16 +56,16 @@ impl Entry<'_> {
 }
 
 /// Frames, where it is, the batch record of `count` operations whose buffer (from
-/// [`WriteBatch::take_buffer`]) is `buf`: its type byte, count and frame go in the room before
-/// the operations. Returns the whole record's range in `buf`.
-pub(crate) fn frame_batch_in_place(buf: &mut [u8], count: u32) -> Range<usize> {
+/// [`WriteBatch::take_buffer`]) is `buf`: its type byte, count and frame (sealed with `seed`)
+/// go in the room before the operations. Returns the whole record's range in `buf`.
+pub(crate) fn frame_batch_in_place(buf: &mut [u8], count: u32, seed: u64) -> Range<usize> {
     let mut head = Vec::with_capacity(6);
     head.push(ENTRY_BATCH);
     put_varint(&mut head, u64::from(count));
     let payload_at = OPS_AT - head.len();
     buf[payload_at..OPS_AT].copy_from_slice(&head);
     let at = payload_at - RECORD_HEADER_BYTES;
-    seal_record(buf, at);
+    seal_record(&mut buf[at..], seed);
     at..buf.len()
 }
 
@@ -74,6 +76,8 @@ pub(crate) enum DecodedEntry<'a> {
     Table { id: u32, name: &'a str },
     /// The operations of a batch, in order.
     Batch(Vec<OpRef<'a>>),
+    /// The end of a segment: what follows is not part of it.
+    End,
 }
 
 /// Decodes a record payload; the error describes what is malformed.
@@ -93,6 +97,7 @@ pub(crate) fn decode_entry(payload: &[u8]) -> Result<DecodedEntry<'_>, String> {
             let ops = decode_ops(c.0, count).map_err(|e| format!("batch record: {e}"))?;
             Ok(DecodedEntry::Batch(ops))
         }
+        Some(3) if c.0.is_empty() => Ok(DecodedEntry::End),
         Some(t) => Err(format!("unknown record type {t}")),
         None => Err("empty record".into()),
     }

@@ -3,6 +3,7 @@
 use crate::error::{Error, Result};
 use crate::file_name::parse_segment_file_name;
 use crate::fs::FileSystem;
+use crate::wal::entry::END_PAYLOAD;
 use crate::wal::segment::{HeaderError, RecordIter, decode_header};
 
 /// Receives each good payload with its file's name and the record's offset in it.
@@ -57,8 +58,8 @@ pub(crate) fn recover(fs: &dyn FileSystem, apply: &mut ReplayFn<'_>) -> Result<O
         let last = i + 1 == segs.len();
         let file = fs.open(name)?;
         let file = file.read_at(0, usize::try_from(file.len()).unwrap_or(usize::MAX))?;
-        let header_number = match decode_header(&file) {
-            Ok(n) => n,
+        let header = match decode_header(&file) {
+            Ok(h) => h,
             // Rule 5: a torn header can only be the segment being created at the crash.
             Err(HeaderError::Damaged(detail)) if last => {
                 tracing::warn!(file = %name, %detail, "WAL segment header is torn; starting the segment afresh");
@@ -74,20 +75,30 @@ pub(crate) fn recover(fs: &dyn FileSystem, apply: &mut ReplayFn<'_>) -> Result<O
                 return Err(corruption(name, 0, detail));
             }
         };
-        if header_number != *number {
+        if header.number != *number {
             return Err(corruption(
                 name,
                 8,
-                format!("header says segment {header_number}, file name says {number}"),
+                format!(
+                    "header says segment {}, file name says {number}",
+                    header.number
+                ),
             ));
         }
-        let mut records = RecordIter::new(&file);
+        let mut records = RecordIter::new(&file, header.seed);
+        let mut end = None;
         loop {
             let offset = records.good_len();
             let Some(payload) = records.next() else { break };
+            if payload == END_PAYLOAD {
+                // Rule 8: what follows is a recycled file's earlier life.
+                end = Some(offset);
+                break;
+            }
             apply(payload, name, offset)?;
         }
-        let good_len = records.good_len();
+        // Appending resumes over a last segment's end record: the roll it began never ended.
+        let good_len = end.unwrap_or(records.good_len());
         if let Some(bad) = records.bad() {
             if !last {
                 // Rule 4: a segment is fsynced before the next one is created, so damage
@@ -99,7 +110,7 @@ pub(crate) fn recover(fs: &dyn FileSystem, apply: &mut ReplayFn<'_>) -> Result<O
                 offset = bad.offset,
                 dropped_bytes = file.len() as u64 - bad.offset,
                 detail = %bad.detail,
-                "WAL tail is torn or corrupt; truncating it"
+                "WAL tail is torn or corrupt, or left from a recycled file's earlier use; truncating it"
             );
         }
         if last {

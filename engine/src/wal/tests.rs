@@ -168,7 +168,7 @@ fn an_unknown_version_in_the_last_segment_is_never_erased() -> TestResult {
     drop(wal);
     let path = dir.path().join(segment_file_name(1));
     let mut bytes = std::fs::read(&path)?;
-    bytes[5] = 2;
+    bytes[5] = 3;
     let sum = xxhash_rust::xxh3::xxh3_64(&bytes[0..16]);
     bytes[16..24].copy_from_slice(&sum.to_be_bytes());
     std::fs::write(&path, &bytes)?;
@@ -477,5 +477,168 @@ fn taken_batches_are_logged_as_copied_ones_and_lend_their_buffers_on() -> TestRe
     assert_eq!(*applied.lock(), want);
     drop(wal);
     assert_eq!(open(dir.path(), 64 << 20)?.1, want);
+    Ok(())
+}
+
+/// The names in `dir` of the segments and of the recycled files, each sorted.
+fn wal_files(dir: &Path) -> std::io::Result<(Vec<String>, Vec<String>)> {
+    let mut segments = Vec::new();
+    let mut recycled = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let name = e?.file_name().to_string_lossy().into_owned();
+        if name.starts_with("wal-") {
+            segments.push(name);
+        } else if name.starts_with("recycled-") {
+            recycled.push(name);
+        }
+    }
+    segments.sort();
+    recycled.sort();
+    Ok((segments, recycled))
+}
+
+/// After records 0..20 are covered, records from 20 on are written until the first one lands
+/// in a recycled file, at its start, with the file's old records after it. After a clean
+/// close (`crash` false) or none, the reopened log replays a run of records ending with that
+/// one and starting in the segment that was current when the others were covered, never one
+/// of the recycled file's old records.
+fn recycled_files_replay_only_their_new_records(crash: bool) -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (mut wal, _) = open(dir.path(), 200)?;
+    wal.set_recycle_limit(2);
+    write_n(&wal, 0, 20)?;
+    let (segments, _) = wal_files(dir.path())?;
+    assert!(segments.len() > 4, "{segments:?}");
+    wal.delete_segments_through(u64::MAX)?;
+    let (segments, recycled) = wal_files(dir.path())?;
+    assert_eq!(segments.len(), 1, "only the current segment is left");
+    assert_eq!(recycled.len(), 2, "the newest covered ones are kept");
+    let first_kept = segments[0].clone();
+    let mut last = 20;
+    loop {
+        write_n(&wal, last, 1)?;
+        if wal_files(dir.path())?.1.len() == 1 {
+            break;
+        }
+        last += 1;
+        assert!(last < 30, "no roll took a recycled file");
+    }
+    let (segments, _) = wal_files(dir.path())?;
+    let current = dir.path().join(segments.last().ok_or("no segment")?);
+    let written = HEADER_BYTES + RECORD_HEADER_BYTES + payload(last).len();
+    assert!(
+        std::fs::metadata(&current)?.len() > written as u64,
+        "the recycled file has its old records past the new one"
+    );
+    assert_eq!(segments[0], first_kept);
+    if crash {
+        // No clean close: the current segment keeps its old records past its end.
+        std::mem::forget(wal);
+    } else {
+        drop(wal);
+        assert_eq!(std::fs::metadata(&current)?.len(), written as u64);
+    }
+    let (_, seen) = open(dir.path(), 200)?;
+    let start = (0..20)
+        .find(|&i| seen.first() == Some(&payload(i)))
+        .ok_or("the log does not start with one of records 0..20")?;
+    assert!(start > 0);
+    let want: Vec<Vec<u8>> = (start..=last).map(payload).collect();
+    assert_eq!(seen, want);
+    Ok(())
+}
+
+#[test]
+fn recycled_files_replay_only_their_new_records_after_a_close() -> TestResult {
+    recycled_files_replay_only_their_new_records(false)
+}
+
+#[test]
+fn recycled_files_replay_only_their_new_records_after_a_crash() -> TestResult {
+    recycled_files_replay_only_their_new_records(true)
+}
+
+#[test]
+fn recycled_files_outlive_a_reopen_until_dropped() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (mut wal, _) = open(dir.path(), 200)?;
+    wal.set_recycle_limit(3);
+    write_n(&wal, 0, 20)?;
+    wal.delete_segments_through(u64::MAX)?;
+    drop(wal);
+    assert_eq!(wal_files(dir.path())?.1.len(), 3);
+    let (mut wal, _) = open(dir.path(), 200)?;
+    wal.set_recycle_limit(3);
+    write_n(&wal, 20, 4)?;
+    let (segments, recycled) = wal_files(dir.path())?;
+    assert_eq!(
+        recycled.len() + segments.len(),
+        4,
+        "rolls took recycled files"
+    );
+    assert!(recycled.len() < 3);
+    wal.drop_recycled()?;
+    assert!(wal_files(dir.path())?.1.is_empty());
+    write_n(&wal, 24, 4)?;
+    drop(wal);
+    let (_, seen) = open(dir.path(), 200)?;
+    assert_eq!(seen.last(), Some(&payload(27)));
+    Ok(())
+}
+
+#[test]
+fn a_lower_limit_at_open_deletes_the_extra_recycled_files() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (mut wal, _) = open(dir.path(), 200)?;
+    wal.set_recycle_limit(3);
+    write_n(&wal, 0, 20)?;
+    wal.delete_segments_through(u64::MAX)?;
+    drop(wal);
+    let (mut wal, _) = open(dir.path(), 200)?;
+    wal.set_recycle_limit(1);
+    assert_eq!(wal_files(dir.path())?.1.len(), 1);
+    wal.set_recycle_limit(0);
+    assert!(wal_files(dir.path())?.1.is_empty());
+    Ok(())
+}
+
+#[test]
+fn a_recycled_segment_before_the_last_ends_at_its_end_record() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (mut wal, _) = open(dir.path(), 200)?;
+    wal.set_recycle_limit(2);
+    let mut want = Vec::new();
+    // Records larger than the ones after, one a segment: each recycled file keeps old bytes
+    // past what its next use writes.
+    for i in 0..10 {
+        wal.commit(Entry::Batch(&big_batch(i, 3)), false, false, &mut |_| {})?;
+    }
+    wal.delete_segments_through(u64::MAX)?;
+    let mut last = 20;
+    while !wal_files(dir.path())?.1.is_empty() {
+        write_n(&wal, last, 1)?;
+        last += 1;
+        assert!(last < 30, "no roll took both recycled files");
+    }
+    write_n(&wal, last, 1)?;
+    let (segments, _) = wal_files(dir.path())?;
+    assert_eq!(segments.len(), 3, "{segments:?}");
+    let middle = std::fs::read(dir.path().join(&segments[1]))?;
+    let header = segment::decode_header(&middle).map_err(|e| format!("{e:?}"))?;
+    let records: Vec<&[u8]> = segment::RecordIter::new(&middle, header.seed).collect();
+    assert_eq!(records.last(), Some(&END_PAYLOAD));
+    let used: usize = records.iter().map(|p| RECORD_HEADER_BYTES + p.len()).sum();
+    assert!(
+        middle.len() > HEADER_BYTES + used,
+        "old bytes follow the end record"
+    );
+    // A crash: no close cuts anything.
+    std::mem::forget(wal);
+    let mut p = Vec::new();
+    Entry::Batch(&big_batch(9, 3)).encode(&mut p);
+    want.push(p);
+    want.extend((20..=last).map(payload));
+    let (_, seen) = open(dir.path(), 200)?;
+    assert_eq!(seen, want);
     Ok(())
 }
