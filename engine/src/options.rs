@@ -103,10 +103,12 @@ pub struct DbOptions {
     pub shared_block_cache: Option<SharedBlockCache>,
     /// A WAL segment is closed and a new one started past this size.
     pub wal_segment_bytes: u64,
-    /// How many WAL segments, once a flush covers them, are kept to be written over by the
-    /// segments after, rather than deleted: writing over a file's cached pages costs far less
-    /// than filling new ones. They take up to this many times `wal_segment_bytes` of disk
-    /// until [`Db::compact_all`](crate::Db::compact_all) deletes them.
+    /// At most how many WAL segments, once a flush covers them, are kept to be written over
+    /// by the segments after, rather than deleted: writing over a file's cached pages costs
+    /// far less than filling new ones. A flush keeps as many as it covered, up to this, so
+    /// a database whose memtables take one segment of log keeps one. They take up to this
+    /// many times `wal_segment_bytes` of disk until
+    /// [`Db::compact_all`](crate::Db::compact_all) deletes them.
     pub wal_recycle_segments: usize,
     /// Wall clock used for TTL decisions.
     pub clock: Arc<dyn Clock>,
@@ -197,7 +199,7 @@ impl Default for DbOptions {
             block_cache_bytes: 256 << 20,
             shared_block_cache: None,
             wal_segment_bytes: 64 << 20,
-            wal_recycle_segments: 4,
+            wal_recycle_segments: 16,
             clock: Arc::new(SystemClock),
             faults: Faults::default(),
             storage: Storage::Local,

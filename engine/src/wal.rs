@@ -67,20 +67,22 @@
 //!    durable, the covered segments are deleted in ascending order (so the remaining numbers
 //!    stay contiguous after a crash). The current segment is never deleted. When no segment is
 //!    left, numbering resumes after the manifest's last covered segment.
-//! 8. Up to `DbOptions::wal_recycle_segments` covered segments (the newest of them) are not
-//!    deleted but renamed `recycled-<old number>.log`, and a new segment is made from one of
-//!    them when there is one: its new header is written and fsynced, then it is renamed to
-//!    its segment's name and the directory fsynced. So a crash leaves either a recycled file
-//!    (ignored by recovery, kept for reuse at the next open) or a segment whose header names
-//!    it. Its new records are written over the old ones, which stay past the segment's end
-//!    and fail their checksums (another seed), so recovery ends the segment there (rule 5).
-//!    Before the next segment is started, a recycled segment gets an end record (payload
-//!    the single byte `3`) and is fsynced: recovery reads a segment no further than its end
-//!    record, so rule 4 holds for what comes before it. In the last segment, an end record
-//!    (a roll that never finished) is cut off with what follows, and appending resumes there.
-//!    A clean close cuts the current segment's old records off. A writer that reuses
-//!    files writes over pages the page cache already holds, where new files must be given
-//!    new pages and deleted ones freed. `Db::compact_all` deletes the recycled files.
+//! 8. The newest covered segments, as many as a flush covers up to
+//!    `DbOptions::wal_recycle_segments`, are not deleted but renamed
+//!    `recycled-<old number>.log` (older recycled files past that number are deleted), and a
+//!    new segment is made from one of them when there is one: its new header is written and
+//!    fsynced, then it is renamed to its segment's name and the directory fsynced. So a crash
+//!    leaves either a recycled file (ignored by recovery, kept for reuse at the next open) or
+//!    a segment whose header names it. Its new records are written over the old ones, which
+//!    stay past the segment's end and fail their checksums (another seed), so recovery ends
+//!    the segment there (rule 5). Before the next segment is started, a recycled segment gets
+//!    an end record (payload the single byte `3`) and is fsynced: recovery reads a segment no
+//!    further than its end record, so rule 4 holds for what comes before it. In the last
+//!    segment, an end record (a roll that never finished) is cut off with what follows, and
+//!    appending resumes there. A clean close cuts the current segment's old records off. A
+//!    writer that reuses files writes over pages the page cache already holds, where new
+//!    files must be given new pages and deleted ones freed. `Db::compact_all` deletes the
+//!    recycled files.
 //!
 //! ## Failures
 //!
@@ -862,11 +864,14 @@ impl Wal {
         if out.stale {
             // Rule 8: the records of the file's earlier life follow, so the segment says
             // where it ends (cutting them off would free the pages the next use writes over).
+            // Its length stays: if the new segment cannot be made, the next group writes over
+            // the end record, and a crash before that finds it last, where it is cut off.
             let mut end = Vec::with_capacity(RECORD_HEADER_BYTES + END_PAYLOAD.len());
             frame_record(&mut end, out.number, |o| o.extend_from_slice(END_PAYLOAD));
             out.file.write_at(out.len, &end).map_err(|e| (e, false))?;
-            out.len += end.len() as u64;
-            out.stale = false;
+            self.stats
+                .bytes
+                .fetch_add(end.len() as u64, Ordering::Relaxed);
         }
         // Always fsync, even if not dirty: the background syncer may have cleared the flag
         // while its fsync is still running.
@@ -946,8 +951,10 @@ impl Wal {
     }
 
     /// Deletes every segment numbered `through` or lower, except the current one, in
-    /// ascending order, then fsyncs the directory. The newest of them, up to the recycle
-    /// limit, are kept for reuse instead (rule 8).
+    /// ascending order, then fsyncs the directory. The newest of them are kept for reuse
+    /// instead (rule 8): as many as were covered, up to the recycle limit, which is what the
+    /// log of the next memtable will take if it is like this one. Recycled files past that
+    /// number are deleted, oldest first.
     pub(crate) fn delete_segments_through(&self, through: u64) -> Result<()> {
         let current = self.out.lock().number;
         let through = through.min(current.saturating_sub(1));
@@ -955,22 +962,26 @@ impl Wal {
             .into_iter()
             .take_while(|(n, _)| *n <= through)
             .collect();
-        let keep_from = covered.len().saturating_sub(self.recycle_limit);
-        let mut last = None;
+        let Some((_, last)) = covered.last() else {
+            return Ok(());
+        };
+        let keep = self.recycle_limit.min(covered.len());
+        let mut recycled = self.recycled.lock();
         for (i, (n, name)) in covered.iter().enumerate() {
-            let mut recycled = self.recycled.lock();
-            if i >= keep_from && recycled.len() < self.recycle_limit {
+            if i >= covered.len() - keep {
                 let to = recycled_file_name(*n);
                 self.fs.rename(name, &to)?;
                 recycled.push(to);
             } else {
                 self.fs.delete(name)?;
             }
-            last = Some(name);
         }
-        if let Some(name) = last {
-            self.fs.sync_dir(name)?;
+        let extra = recycled.len().saturating_sub(keep);
+        for name in recycled.drain(..extra) {
+            self.fs.delete(&name)?;
         }
+        drop(recycled);
+        self.fs.sync_dir(last)?;
         Ok(())
     }
 

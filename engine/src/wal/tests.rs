@@ -642,3 +642,24 @@ fn a_recycled_segment_before_the_last_ends_at_its_end_record() -> TestResult {
     assert_eq!(seen, want);
     Ok(())
 }
+
+#[test]
+fn a_flush_keeps_as_many_recycled_files_as_it_covered() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (mut wal, _) = open(dir.path(), 200)?;
+    wal.set_recycle_limit(16);
+    write_n(&wal, 0, 20)?;
+    let covered = wal_files(dir.path())?.0.len() - 1;
+    assert!(covered > 3, "{covered}");
+    wal.delete_segments_through(u64::MAX)?;
+    assert_eq!(wal_files(dir.path())?.1.len(), covered);
+    // A memtable whose log took one segment: one recycled file is enough for the next.
+    let before = wal_files(dir.path())?.0.len();
+    while wal_files(dir.path())?.0.len() == before {
+        write_n(&wal, 20, 1)?;
+    }
+    wal.delete_segments_through(u64::MAX)?;
+    let (segments, recycled) = wal_files(dir.path())?;
+    assert_eq!((segments.len(), recycled.len()), (1, 1));
+    Ok(())
+}

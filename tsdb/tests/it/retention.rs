@@ -51,10 +51,15 @@ fn points(db: &Tsdb, metric: &str) -> strata_tsdb::Result<Vec<i64>> {
         .collect())
 }
 
+/// Bytes of the files under `dir` but the WAL's: a flush keeps log files to write over (as
+/// many as it freed), so their size says nothing of the data held.
 fn dir_bytes(dir: &Path) -> std::io::Result<u64> {
     let mut total = 0;
     for e in std::fs::read_dir(dir)? {
         let e = e?;
+        if e.file_name().to_string_lossy().ends_with(".log") {
+            continue;
+        }
         let m = e.metadata()?;
         total += if m.is_dir() {
             dir_bytes(&e.path())?
