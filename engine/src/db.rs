@@ -425,8 +425,7 @@ impl Db {
 
     /// Flushes and closes the database.
     pub fn close(self) -> Result<()> {
-        self.sync_wal()?;
-        self.inner.wal.cut_stale_tail()
+        self.sync_wal()
     }
 }
 

@@ -78,11 +78,13 @@
 //!    the segment there (rule 5). Before the next segment is started, a recycled segment gets
 //!    an end record (payload the single byte `3`) and is fsynced: recovery reads a segment no
 //!    further than its end record, so rule 4 holds for what comes before it. In the last
-//!    segment, an end record (a roll that never finished) is cut off with what follows, and
-//!    appending resumes there. A clean close cuts the current segment's old records off. A
-//!    writer that reuses files writes over pages the page cache already holds, where new
-//!    files must be given new pages and deleted ones freed. `Db::compact_all` deletes the
-//!    recycled files.
+//!    segment, appending resumes at its end record, writing over it and what follows (no
+//!    warning: that is where the log ends). An fsync through
+//!    `Db::sync_wal` (and a close) writes an end record after the last group too, without
+//!    counting it in the segment, so a reopen after it finds where the log ends; the next
+//!    group writes over it. A writer that reuses files writes over pages the page cache
+//!    already holds, where new files must be given new pages and deleted ones freed.
+//!    `Db::compact_all` deletes the recycled files.
 //!
 //! ## Failures
 //!
@@ -103,7 +105,7 @@
 //!    append in a group holding a record whose committer was already told it was queued
 //!    (`Db::write_queued`): that committer can no longer be told.
 
-mod entry;
+pub(crate) mod entry;
 pub(crate) mod recovery;
 pub(crate) mod segment;
 
@@ -362,7 +364,7 @@ impl Wal {
                     file,
                     len: t.good_len,
                     dirty: false,
-                    stale: false,
+                    stale: t.ended,
                 }
             }
         };
@@ -864,14 +866,8 @@ impl Wal {
         if out.stale {
             // Rule 8: the records of the file's earlier life follow, so the segment says
             // where it ends (cutting them off would free the pages the next use writes over).
-            // Its length stays: if the new segment cannot be made, the next group writes over
-            // the end record, and a crash before that finds it last, where it is cut off.
-            let mut end = Vec::with_capacity(RECORD_HEADER_BYTES + END_PAYLOAD.len());
-            frame_record(&mut end, out.number, |o| o.extend_from_slice(END_PAYLOAD));
-            out.file.write_at(out.len, &end).map_err(|e| (e, false))?;
-            self.stats
-                .bytes
-                .fetch_add(end.len() as u64, Ordering::Relaxed);
+            // If the new segment cannot be made, the next group writes over the end record.
+            self.mark_end(out)?;
         }
         // Always fsync, even if not dirty: the background syncer may have cleared the flag
         // while its fsync is still running.
@@ -892,6 +888,18 @@ impl Wal {
         );
         *out = next;
         self.seed.store(number, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Writes an end record at the end of `out`, a recycled segment, without counting it in
+    /// its length: the next group writes over it (rule 8).
+    fn mark_end(&self, out: &Segment) -> Result<(), GroupError> {
+        let mut end = Vec::with_capacity(RECORD_HEADER_BYTES + END_PAYLOAD.len());
+        frame_record(&mut end, out.number, |o| o.extend_from_slice(END_PAYLOAD));
+        out.file.write_at(out.len, &end).map_err(|e| (e, false))?;
+        self.stats
+            .bytes
+            .fetch_add(end.len() as u64, Ordering::Relaxed);
         Ok(())
     }
 
@@ -985,18 +993,6 @@ impl Wal {
         Ok(())
     }
 
-    /// Cuts the old bytes of a recycled current segment off its end, so that a clean reopen
-    /// finds no tail to cut (and warn of). A crash leaves them, and recovery cuts them then
-    /// (rule 8). For a close: later groups write past the segment's end again.
-    pub(crate) fn cut_stale_tail(&self) -> Result<()> {
-        let mut out = self.out.lock();
-        if out.stale && !self.has_failed() {
-            out.file.truncate(out.len)?;
-            out.stale = false;
-        }
-        Ok(())
-    }
-
     /// Deletes the segments kept for reuse, giving their disk space back.
     pub(crate) fn drop_recycled(&self) -> Result<()> {
         let names = std::mem::take(&mut *self.recycled.lock());
@@ -1015,6 +1011,11 @@ impl Wal {
             return Err(e);
         }
         let mut out = self.out.lock();
+        if out.stale {
+            // So that a reopen after it finds where the log ends, not a recycled file's old
+            // records (it would warn of a torn tail); the next group writes over it.
+            self.mark_end(&out).map_err(|(e, _)| e)?;
+        }
         self.sync_locked(&mut out)
     }
 
@@ -1189,8 +1190,10 @@ fn made_segment(
 
 impl Drop for Wal {
     fn drop(&mut self) {
-        if let Err(e) = self.cut_stale_tail() {
-            tracing::debug!(error = %e, "could not cut a recycled WAL segment's end");
+        if !self.has_failed()
+            && let Err(e) = self.sync()
+        {
+            tracing::debug!(error = %e, "could not sync the WAL on closing it");
         }
     }
 }

@@ -20,6 +20,9 @@ pub(crate) struct Tail {
     pub(crate) good_len: u64,
     /// True when bytes past `good_len` must be cut off.
     pub(crate) truncate: bool,
+    /// The segment ends with an end record at `good_len`, old bytes of a recycled file after
+    /// it: appending writes over them, and the next roll marks the end again.
+    pub(crate) ended: bool,
 }
 
 /// Lists the segment files of `fs` with their numbers, sorted by number.
@@ -68,6 +71,7 @@ pub(crate) fn recover(fs: &dyn FileSystem, apply: &mut ReplayFn<'_>) -> Result<O
                     name: name.clone(),
                     good_len: 0,
                     truncate: true,
+                    ended: false,
                 });
                 break;
             }
@@ -97,7 +101,8 @@ pub(crate) fn recover(fs: &dyn FileSystem, apply: &mut ReplayFn<'_>) -> Result<O
             }
             apply(payload, name, offset)?;
         }
-        // Appending resumes over a last segment's end record: the roll it began never ended.
+        // Appending resumes over a last segment's end record (from a sync, or a roll that
+        // never finished).
         let good_len = end.unwrap_or(records.good_len());
         if let Some(bad) = records.bad() {
             if !last {
@@ -118,7 +123,8 @@ pub(crate) fn recover(fs: &dyn FileSystem, apply: &mut ReplayFn<'_>) -> Result<O
                 number: *number,
                 name: name.clone(),
                 good_len,
-                truncate: good_len != file.len() as u64,
+                truncate: end.is_none() && good_len != file.len() as u64,
+                ended: end.is_some(),
             });
         }
     }

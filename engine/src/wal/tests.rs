@@ -480,6 +480,13 @@ fn taken_batches_are_logged_as_copied_ones_and_lend_their_buffers_on() -> TestRe
     Ok(())
 }
 
+/// The record seed of the segment `file`.
+fn segment_seed(file: &[u8]) -> std::result::Result<u64, String> {
+    segment::decode_header(file)
+        .map(|h| h.seed)
+        .map_err(|e| format!("{e:?}"))
+}
+
 /// The names in `dir` of the segments and of the recycled files, each sorted.
 fn wal_files(dir: &Path) -> std::io::Result<(Vec<String>, Vec<String>)> {
     let mut segments = Vec::new();
@@ -535,8 +542,13 @@ fn recycled_files_replay_only_their_new_records(crash: bool) -> TestResult {
         // No clean close: the current segment keeps its old records past its end.
         std::mem::forget(wal);
     } else {
+        // A close marks where the log ends, and cuts nothing off.
+        let len = std::fs::metadata(&current)?.len();
         drop(wal);
-        assert_eq!(std::fs::metadata(&current)?.len(), written as u64);
+        assert_eq!(std::fs::metadata(&current)?.len(), len);
+        let file = std::fs::read(&current)?;
+        let records: Vec<&[u8]> = segment::RecordIter::new(&file, segment_seed(&file)?).collect();
+        assert_eq!(records, [&payload(last)[..], END_PAYLOAD]);
     }
     let (_, seen) = open(dir.path(), 200)?;
     let start = (0..20)
@@ -624,8 +636,7 @@ fn a_recycled_segment_before_the_last_ends_at_its_end_record() -> TestResult {
     let (segments, _) = wal_files(dir.path())?;
     assert_eq!(segments.len(), 3, "{segments:?}");
     let middle = std::fs::read(dir.path().join(&segments[1]))?;
-    let header = segment::decode_header(&middle).map_err(|e| format!("{e:?}"))?;
-    let records: Vec<&[u8]> = segment::RecordIter::new(&middle, header.seed).collect();
+    let records: Vec<&[u8]> = segment::RecordIter::new(&middle, segment_seed(&middle)?).collect();
     assert_eq!(records.last(), Some(&END_PAYLOAD));
     let used: usize = records.iter().map(|p| RECORD_HEADER_BYTES + p.len()).sum();
     assert!(
