@@ -25,7 +25,12 @@ pub(crate) fn segment_file_name(number: u64) -> String {
 
 /// The segment number in a file name, if the name is exactly `wal-<16 lowercase hex>.log`.
 pub(crate) fn parse_segment_file_name(name: &str) -> Option<u64> {
-    let hex = name.strip_prefix("wal-")?.strip_suffix(".log")?;
+    parse_numbered(name, "wal-")
+}
+
+/// The number in `name` if it is exactly `<prefix><16 lowercase hex>.log`.
+fn parse_numbered(name: &str, prefix: &str) -> Option<u64> {
+    let hex = name.strip_prefix(prefix)?.strip_suffix(".log")?;
     if hex.len() != 16 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
         return None;
     }
@@ -39,11 +44,7 @@ pub(crate) fn recycled_file_name(number: u64) -> String {
 
 /// The old segment number in a recycled segment's file name, if `name` is one.
 pub(crate) fn parse_recycled_file_name(name: &str) -> Option<u64> {
-    let hex = name.strip_prefix("recycled-")?.strip_suffix(".log")?;
-    if hex.len() != 16 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-        return None;
-    }
-    u64::from_str_radix(hex, 16).ok()
+    parse_numbered(name, "recycled-")
 }
 
 #[cfg(test)]
