@@ -18,6 +18,8 @@ use std::borrow::Cow;
 
 use strata_tsdb::Value;
 
+use crate::point::parse_plain_decimal;
+
 /// The characters a measurement escapes.
 const MEASUREMENT_ESCAPES: &[u8] = b", ";
 /// The characters tag keys, tag values and field keys escape.
@@ -209,16 +211,26 @@ pub(crate) fn parse_timestamp(line: &str, mut i: usize) -> Result<Option<i64>, &
         i += 1;
     }
     let digits = i;
+    // Accumulated negatively, so that i64::MIN parses too.
+    let mut neg_ts: i64 = 0;
     while i < n && b[i] != b' ' {
         if !b[i].is_ascii_digit() {
             return Err("bad timestamp");
         }
+        neg_ts = neg_ts
+            .checked_mul(10)
+            .and_then(|t| t.checked_sub(i64::from(b[i] - b'0')))
+            .ok_or("bad timestamp")?;
         i += 1;
     }
     if i == digits {
         return Err("bad timestamp");
     }
-    let ts = line[start..i].parse().map_err(|_| "bad timestamp")?;
+    let ts = if digits == start {
+        neg_ts.checked_neg().ok_or("bad timestamp")?
+    } else {
+        neg_ts
+    };
     if b[i..].iter().any(|&c| c != b' ') {
         return Err("point is invalid");
     }
@@ -344,6 +356,10 @@ fn number(token: &str) -> Result<FieldValue, &'static str> {
             .parse()
             .map(FieldValue::UInt)
             .map_err(|_| "unable to parse unsigned: value out of range");
+    }
+    // Most floats are short decimals (`54.7`), parsed exactly without the general parser.
+    if let Some(v) = parse_plain_decimal(token) {
+        return Ok(FieldValue::Float(v));
     }
     let plain = token
         .bytes()

@@ -204,4 +204,70 @@ proptest! {
         prop_assert_eq!(fields(&l), vec![(f.as_str(), FieldValue::Int(x))]);
         prop_assert_eq!(l.timestamp, Some(ts));
     }
+
+    /// A float field is the nearest f64 to its text, the short decimals (parsed on their own
+    /// path) as much as the rest, and a timestamp is its integer, to both ends of i64.
+    #[test]
+    fn numbers_parse_as_the_standard_parser_does(
+        int in "-?[0-9]{1,10}",
+        frac in "[0-9]{0,9}",
+        exp in proptest::option::of(-30i32..30),
+        ts in any::<i64>(),
+    ) {
+        let mut text = int.clone();
+        if !frac.is_empty() {
+            text.push('.');
+            text.push_str(&frac);
+        }
+        if let Some(e) = exp {
+            text.push_str(&format!("e{e}"));
+        }
+        let want: f64 = text.parse().map_err(|e| TestCaseError::fail(format!("{text}: {e}")))?;
+        let line = format!("m f={text} {ts}");
+        let l = parse(&line).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        match fields(&l).as_slice() {
+            [(_, FieldValue::Float(got))] => prop_assert_eq!(got.to_bits(), want.to_bits(), "{}", text),
+            other => prop_assert!(false, "{text}: {other:?}"),
+        }
+        prop_assert_eq!(l.timestamp, Some(ts));
+    }
+}
+
+#[test]
+fn timestamps_parse_to_the_ends_of_i64() {
+    for (line, ts) in [
+        ("cpu f=1 -9223372036854775808", Some(i64::MIN)),
+        ("cpu f=1 9223372036854775807", Some(i64::MAX)),
+        ("cpu f=1 -5", Some(-5)),
+        ("cpu f=1 0", Some(0)),
+        ("cpu f=1 -0", Some(0)),
+        ("cpu f=1 007", Some(7)),
+    ] {
+        assert_eq!(parse(line).map(|l| l.timestamp), Ok(ts), "{line}");
+    }
+    for line in [
+        "cpu f=1 9223372036854775808",
+        "cpu f=1 -9223372036854775809",
+        "cpu f=1 1-2",
+        "cpu f=1 --1",
+    ] {
+        assert_eq!(parse(line).err(), Some("bad timestamp"), "{line}");
+    }
+}
+
+#[test]
+fn short_decimals_keep_their_sign_and_exact_value() {
+    for (text, want) in [
+        ("-0.0", -0.0f64),
+        ("0.1", 0.1),
+        ("54.7", 54.7),
+        ("-1.25", -1.25),
+    ] {
+        let line = format!("m f={text}");
+        let l = parse(&line).expect(text);
+        match fields(&l).as_slice() {
+            [(_, FieldValue::Float(got))] => assert_eq!(got.to_bits(), want.to_bits(), "{text}"),
+            other => panic!("{text}: {other:?}"),
+        }
+    }
 }
