@@ -993,7 +993,8 @@ impl Wal {
         Ok(())
     }
 
-    /// Deletes the segments kept for reuse, giving their disk space back.
+    /// Deletes the segments kept for reuse, and the old bytes of a reused one being appended
+    /// to, giving their disk space back.
     pub(crate) fn drop_recycled(&self) -> Result<()> {
         let names = std::mem::take(&mut *self.recycled.lock());
         for name in &names {
@@ -1002,6 +1003,26 @@ impl Wal {
         if let Some(name) = names.last() {
             self.fs.sync_dir(name)?;
         }
+        self.cut_stale_tail()
+    }
+
+    /// Cuts the bytes of a recycled file's earlier use off the current segment, so that the
+    /// log takes no more disk than its records. Its records stay; the segment is then read as
+    /// a new file is, to its end.
+    fn cut_stale_tail(&self) -> Result<()> {
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
+        let mut out = self.out.lock();
+        if !out.stale {
+            return Ok(());
+        }
+        // A failed cut leaves the segment as it was, old bytes and end record included.
+        out.file.truncate(out.len)?;
+        // Until this fsync a crash may still find the old bytes, which fail their checksums
+        // in this segment and are cut off as a torn tail is.
+        self.sync_locked(&mut out)?;
+        out.stale = false;
         Ok(())
     }
 

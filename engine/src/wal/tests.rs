@@ -509,35 +509,44 @@ fn wal_files(dir: &Path) -> std::io::Result<(Vec<String>, Vec<String>)> {
 /// close (`crash` false) or none, the reopened log replays a run of records ending with that
 /// one and starting in the segment that was current when the others were covered, never one
 /// of the recycled file's old records.
-fn recycled_files_replay_only_their_new_records(crash: bool) -> TestResult {
-    let dir = tempfile::tempdir()?;
-    let (mut wal, _) = open(dir.path(), 200)?;
+/// A WAL in `dir` whose current segment is a recycled file holding one new record, the
+/// last returned, with old records past it; and that segment's path.
+fn into_a_recycled_segment(
+    dir: &Path,
+) -> Result<(Wal, u32, std::path::PathBuf), Box<dyn std::error::Error>> {
+    let (mut wal, _) = open(dir, 200)?;
     wal.set_recycle_limit(2);
     write_n(&wal, 0, 20)?;
-    let (segments, _) = wal_files(dir.path())?;
+    let (segments, _) = wal_files(dir)?;
     assert!(segments.len() > 4, "{segments:?}");
     wal.delete_segments_through(u64::MAX)?;
-    let (segments, recycled) = wal_files(dir.path())?;
+    let (segments, recycled) = wal_files(dir)?;
     assert_eq!(segments.len(), 1, "only the current segment is left");
     assert_eq!(recycled.len(), 2, "the newest covered ones are kept");
     let first_kept = segments[0].clone();
     let mut last = 20;
     loop {
         write_n(&wal, last, 1)?;
-        if wal_files(dir.path())?.1.len() == 1 {
+        if wal_files(dir)?.1.len() == 1 {
             break;
         }
         last += 1;
         assert!(last < 30, "no roll took a recycled file");
     }
-    let (segments, _) = wal_files(dir.path())?;
-    let current = dir.path().join(segments.last().ok_or("no segment")?);
+    let (segments, _) = wal_files(dir)?;
+    let current = dir.join(segments.last().ok_or("no segment")?);
     let written = HEADER_BYTES + RECORD_HEADER_BYTES + payload(last).len();
     assert!(
         std::fs::metadata(&current)?.len() > written as u64,
         "the recycled file has its old records past the new one"
     );
     assert_eq!(segments[0], first_kept);
+    Ok((wal, last, current))
+}
+
+fn recycled_files_replay_only_their_new_records(crash: bool) -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (wal, last, current) = into_a_recycled_segment(dir.path())?;
     if crash {
         // No clean close: the current segment keeps its old records past its end.
         std::mem::forget(wal);
@@ -568,6 +577,26 @@ fn recycled_files_replay_only_their_new_records_after_a_close() -> TestResult {
 #[test]
 fn recycled_files_replay_only_their_new_records_after_a_crash() -> TestResult {
     recycled_files_replay_only_their_new_records(true)
+}
+
+#[test]
+fn dropping_recycled_files_cuts_the_old_bytes_off_the_current_segment() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (wal, last, current) = into_a_recycled_segment(dir.path())?;
+    wal.drop_recycled()?;
+    let written = HEADER_BYTES + RECORD_HEADER_BYTES + payload(last).len();
+    assert_eq!(std::fs::metadata(&current)?.len(), written as u64);
+    assert!(wal_files(dir.path())?.1.is_empty());
+    // The segment is now read to its end, as a new one: a close adds no end record.
+    write_n(&wal, last + 1, 1)?;
+    drop(wal);
+    let file = std::fs::read(&current)?;
+    let records: Vec<&[u8]> = segment::RecordIter::new(&file, segment_seed(&file)?).collect();
+    assert_eq!(records, [&payload(last)[..], &payload(last + 1)[..]]);
+    let (_, seen) = open(dir.path(), 200)?;
+    assert_eq!(seen.last(), Some(&payload(last + 1)));
+    assert_eq!(seen.iter().filter(|p| **p == payload(last)).count(), 1);
+    Ok(())
 }
 
 #[test]
