@@ -38,6 +38,23 @@ impl<'a> FieldReader<'a> {
         self.at
     }
 
+    /// The next field's bytes if its key is the one byte `key` (a length-delimited field)
+    /// and its length one byte too, as nearly every label and sample is; `None`, reading
+    /// nothing, otherwise.
+    #[inline(always)]
+    pub(crate) fn short_bytes(&mut self, key: u8) -> Option<&'a [u8]> {
+        let [k, len, ..] = *self.buf.get(self.at..)? else {
+            return None;
+        };
+        if k != key || len >= 0x80 {
+            return None;
+        }
+        let start = self.at + 2;
+        let out = self.buf.get(start..start + usize::from(len))?;
+        self.at = start + usize::from(len);
+        Some(out)
+    }
+
     /// The next field number and value, `None` at the end of the message.
     // Inlined into each message walk: returned through memory, the field costs a store and a
     // load that the caller waits on, several times a label.
@@ -121,6 +138,27 @@ impl<'a> FieldReader<'a> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn short_bytes_reads_only_a_one_byte_key_and_length() {
+        let msg = [0x0a, 2, b'h', b'i', 0x12, 1, b'x'];
+        let mut r = FieldReader::new(&msg);
+        assert_eq!(r.short_bytes(0x0a), Some(&b"hi"[..]));
+        assert_eq!(r.position(), 4);
+        // Another key, or the end, reads nothing.
+        assert_eq!(r.short_bytes(0x0a), None);
+        assert_eq!(r.position(), 4);
+        assert_eq!(r.short_bytes(0x12), Some(&b"x"[..]));
+        assert_eq!(r.short_bytes(0x12), None);
+        // A two-byte length and a truncated field are left to the general walk.
+        let long = [0x0a, 0x80, 0x01];
+        assert_eq!(FieldReader::new(&long).short_bytes(0x0a), None);
+        let truncated = [0x0a, 5, b'a'];
+        let mut r = FieldReader::new(&truncated);
+        assert_eq!(r.short_bytes(0x0a), None);
+        assert_eq!(r.position(), 0);
+        assert!(r.next_field().is_err());
+    }
 
     #[test]
     fn reads_each_wire_type() {

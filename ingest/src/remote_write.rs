@@ -36,6 +36,9 @@ pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
 /// How many error lines a 400 answer lists.
 const MAX_LISTED_ERRORS: usize = 10;
 
+/// The key byte of `TimeSeries.labels` (field 1, length-delimited).
+const LABEL_KEY: u8 = 1 << 3 | 2;
+
 /// The label that holds the metric name.
 const METRIC_LABEL: &[u8] = b"__name__";
 
@@ -227,25 +230,28 @@ impl<'a> RemoteWriteBatch<'a> {
         let entries_start = self.entries.len();
         let (mut samples, mut stale, mut not_finite) = (0u32, 0u32, 0u32);
         let mut r = FieldReader::new(ts);
+        let mut label = |at: usize, end: usize| match (&mut span, &mut scattered) {
+            (_, Some(key)) => key.extend_from_slice(&ts[at..end]),
+            (Some(s), None) if s.end == at => s.end = end,
+            (Some(s), None) => {
+                let mut key = ts[s.clone()].to_vec();
+                key.extend_from_slice(&ts[at..end]);
+                scattered = Some(key);
+            }
+            (None, None) => span = Some(at..end),
+        };
         loop {
             let at = r.position();
+            // A label's key and length take a byte each: read without the general walk.
+            if r.short_bytes(LABEL_KEY).is_some() {
+                label(at, r.position());
+                continue;
+            }
             let Some((field, value)) = r.next_field()? else {
                 break;
             };
             match (field, value) {
-                (1, WireValue::Bytes(_)) => {
-                    let end = r.position();
-                    match (&mut span, &mut scattered) {
-                        (_, Some(key)) => key.extend_from_slice(&ts[at..end]),
-                        (Some(s), None) if s.end == at => s.end = end,
-                        (Some(s), None) => {
-                            let mut key = ts[s.clone()].to_vec();
-                            key.extend_from_slice(&ts[at..end]);
-                            scattered = Some(key);
-                        }
-                        (None, None) => span = Some(at..end),
-                    }
-                }
+                (1, WireValue::Bytes(_)) => label(at, r.position()),
                 (2, WireValue::Bytes(sample)) => {
                     let (value, timestamp) = decode_sample(sample)?;
                     samples = samples.saturating_add(1);
