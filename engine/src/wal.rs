@@ -84,7 +84,8 @@
 //!    counting it in the segment, so a reopen after it finds where the log ends; the next
 //!    group writes over it. A writer that reuses files writes over pages the page cache
 //!    already holds, where new files must be given new pages and deleted ones freed.
-//!    `Db::compact_all` deletes the recycled files.
+//!    `Db::compact_all` deletes the recycled files, and cuts a recycled current segment back
+//!    to its records; from then on it is read as a new file is, to its end.
 //!
 //! ## Failures
 //!

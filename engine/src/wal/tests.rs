@@ -504,13 +504,9 @@ fn wal_files(dir: &Path) -> std::io::Result<(Vec<String>, Vec<String>)> {
     Ok((segments, recycled))
 }
 
-/// After records 0..20 are covered, records from 20 on are written until the first one lands
-/// in a recycled file, at its start, with the file's old records after it. After a clean
-/// close (`crash` false) or none, the reopened log replays a run of records ending with that
-/// one and starting in the segment that was current when the others were covered, never one
-/// of the recycled file's old records.
 /// A WAL in `dir` whose current segment is a recycled file holding one new record, the
-/// last returned, with old records past it; and that segment's path.
+/// last returned, with old records past it; and that segment's path. Records 0..20 are
+/// covered first, then records from 20 on are written until one lands in a recycled file.
 fn into_a_recycled_segment(
     dir: &Path,
 ) -> Result<(Wal, u32, std::path::PathBuf), Box<dyn std::error::Error>> {
@@ -544,6 +540,9 @@ fn into_a_recycled_segment(
     Ok((wal, last, current))
 }
 
+/// After a clean close (`crash` false) or none, a log whose current segment is a recycled
+/// file replays a run of records ending with the newest and starting in the segment that was
+/// current when the others were covered, never one of the recycled file's old records.
 fn recycled_files_replay_only_their_new_records(crash: bool) -> TestResult {
     let dir = tempfile::tempdir()?;
     let (wal, last, current) = into_a_recycled_segment(dir.path())?;
