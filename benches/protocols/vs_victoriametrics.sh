@@ -5,14 +5,16 @@
 # protocol to /write) it starts a fresh Strata and a fresh VictoriaMetrics on 127.0.0.1, one
 # after the other, sends each the same devops workload with `load_protocols` (encoded before
 # the clock starts; 4 keep-alive connections), and prints points/s, the server's CPU seconds
-# per million points, and Strata's rate over VictoriaMetrics'.
+# per million points, and Strata's rate over VictoriaMetrics'. With RUNS above 1 it repeats each
+# pair, the two in turn first, and prints every pair's ratio and their median: on a shared
+# machine one pair's ratio swings by a fifth either way.
 #
 # Usage (from the repository root):
 #
 #     cargo build --release --bin strata -p strata-benches
 #     HOURS=24 benches/protocols/vs_victoriametrics.sh
 #
-# Environment: HOURS (24), HOSTS (200), PROTOS ("rw influx"), STRATA (target/release/strata),
+# Environment: HOURS (24), HOSTS (200), PROTOS ("rw influx"), RUNS (1), STRATA (target/release/strata),
 # LOAD (target/release/load_protocols), VM (victoria-metrics), WORK (a temporary directory),
 # STRATA_PORT (24244), VM_PORT (28429).
 set -euo pipefail
@@ -20,6 +22,7 @@ set -euo pipefail
 HOURS=${HOURS:-24}
 HOSTS=${HOSTS:-200}
 PROTOS=${PROTOS:-"rw influx"}
+RUNS=${RUNS:-1}
 STRATA=${STRATA:-target/release/strata}
 LOAD=${LOAD:-target/release/load_protocols}
 VM=${VM:-victoria-metrics}
@@ -59,19 +62,32 @@ for proto in $PROTOS; do
         influx) args=(--proto influx --path "/write?db=bench&precision=ns") ;;
         *) echo "unknown protocol $proto" >&2; exit 1 ;;
     esac
-    declare -A rate cpu
-    for system in strata vm; do
-        start "$system"
-        out=$("$LOAD" "${args[@]}" --addr "$ADDR" --pid "$PID" --hosts "$HOSTS" --hours "$HOURS")
-        kill "$PID"
-        wait "$PID" || true
-        echo "$system $proto: $out"
-        rate[$system]=$(echo "$out" | sed -n 's/.* = \([0-9]*\) points\/s.*/\1/p')
-        cpu[$system]=$(echo "$out" | sed -n 's/.* = \([0-9.]*\) CPU-s per million.*/\1/p')
+    ratios=()
+    for run in $(seq "$RUNS"); do
+        declare -A rate cpu
+        # The two in turn first, so that a machine slowing down during a run favours neither.
+        if [ $((run % 2)) -eq 1 ]; then order="strata vm"; else order="vm strata"; fi
+        for system in $order; do
+            start "$system"
+            out=$("$LOAD" "${args[@]}" --addr "$ADDR" --pid "$PID" --hosts "$HOSTS" --hours "$HOURS")
+            kill "$PID"
+            wait "$PID" || true
+            echo "$system $proto: $out"
+            rate[$system]=$(echo "$out" | sed -n 's/.* = \([0-9]*\) points\/s.*/\1/p')
+            cpu[$system]=$(echo "$out" | sed -n 's/.* = \([0-9.]*\) CPU-s per million.*/\1/p')
+        done
+        ratio=$(awk "BEGIN { printf \"%.2f\", ${rate[strata]} / ${rate[vm]} }")
+        ratios+=("$ratio")
+        echo "$proto: Strata ${rate[strata]} points/s, VictoriaMetrics ${rate[vm]} points/s," \
+            "ratio $ratio"
+        echo "$proto: server CPU-s per million points: Strata ${cpu[strata]}," \
+            "VictoriaMetrics ${cpu[vm]}"
+        unset rate cpu
     done
-    echo "$proto: Strata ${rate[strata]} points/s, VictoriaMetrics ${rate[vm]} points/s," \
-        "ratio $(awk "BEGIN { printf \"%.2f\", ${rate[strata]} / ${rate[vm]} }")"
-    echo "$proto: server CPU-s per million points: Strata ${cpu[strata]}," \
-        "VictoriaMetrics ${cpu[vm]}"
+    if [ "$RUNS" -gt 1 ]; then
+        median=$(printf '%s\n' "${ratios[@]}" | sort -n |
+            awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f", m }')
+        echo "$proto: ratios ${ratios[*]}, median $median over $RUNS pairs"
+    fi
 done
 rm -rf "$WORK"
