@@ -17,9 +17,9 @@
 //! nanoseconds, about `--batch` points per body. Hosts are split across connections, so each
 //! series arrives in time order. All bodies are encoded before the clock starts.
 //!
-//! With `--pid`, the server's CPU time is read from `/proc` before the first request and again
-//! once its CPU use has settled after the last answer (servers that buffer writes finish them
-//! after answering).
+//! It prints its own CPU time while sending, too. With `--pid`, the server's CPU time is read
+//! from `/proc` before the first request and again once its CPU use has settled after the last
+//! answer (servers that buffer writes finish them after answering).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -311,6 +311,7 @@ fn main() -> anyhow::Result<()> {
     };
     let path = a.path.clone().unwrap_or_else(|| path.to_string());
     let cpu_before = a.pid.map(cpu_seconds).transpose()?;
+    let own_before = cpu_seconds(std::process::id())?;
     let t0 = Instant::now();
     std::thread::scope(|s| -> anyhow::Result<()> {
         let handles: Vec<_> = bodies
@@ -324,12 +325,18 @@ fn main() -> anyhow::Result<()> {
         Ok(())
     })?;
     let wall = t0.elapsed().as_secs_f64();
+    let own = cpu_seconds(std::process::id())? - own_before;
     println!(
         "{:?} {}{path}: {points} points in {wall:.2} s = {:.0} points/s over {} connections",
         a.proto,
         a.addr,
         points as f64 / wall,
         a.connections
+    );
+    // On a small machine the client's share of the cores bounds what any server can reach.
+    println!(
+        "client CPU: {own:.1} s sending = {:.2} CPU-s per million points",
+        own / (points as f64 / 1e6)
     );
     if let (Some(pid), Some(before)) = (a.pid, cpu_before) {
         let at_answer = cpu_seconds(pid)? - before;
