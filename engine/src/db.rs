@@ -456,6 +456,37 @@ mod tests {
         Ok(())
     }
 
+    /// A WAL a background thread still holds when the database is dropped writes nothing
+    /// once the directory is open again: its end record, written late at the length it knew,
+    /// would cut off what the new open appended to the same recycled segment.
+    #[test]
+    fn a_wal_outliving_its_database_writes_nothing_after_a_reopen() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let db = Db::open(dir.path(), DbOptions::default())?;
+        let t = db.open_table("t", TableOptions::default())?;
+        for i in 0..3u32 {
+            let mut b = WriteBatch::new();
+            b.put(&t, b"r", b"c", &i.to_be_bytes());
+            db.write(&b)?;
+            // Each flush rolls the WAL; from the second on, into a recycled file.
+            db.flush()?;
+        }
+        let held = Arc::clone(&db.inner.wal);
+        drop(db);
+        let db = Db::open(dir.path(), DbOptions::default())?;
+        let t = db.open_table("t", TableOptions::default())?;
+        let mut b = WriteBatch::new();
+        b.put(&t, b"r", b"c", b"after");
+        db.write(&b)?;
+        db.sync_wal()?;
+        drop(held);
+        drop(db);
+        let db = Db::open(dir.path(), DbOptions::default())?;
+        let t = db.open_table("t", TableOptions::default())?;
+        assert_eq!(db.get(&t, b"r", b"c")?.as_deref(), Some(&b"after"[..]));
+        Ok(())
+    }
+
     #[test]
     fn queued_writes_are_applied_by_the_apply_thread_in_order() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;

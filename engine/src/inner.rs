@@ -92,6 +92,8 @@ pub(crate) struct Inner {
     /// manifest store.
     pub(crate) orphans: Mutex<Vec<u64>>,
     pub(crate) counters: Counters,
+    /// The claim on `dir`. Last, so that it is released after every other field is dropped.
+    pub(crate) _claim: crate::open::DirClaim,
 }
 
 impl Signal {

@@ -34,7 +34,21 @@ use crate::worker;
 static OPEN_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 static OPEN_DIRS_CV: Condvar = Condvar::new();
 
-fn claim_dir(dir: &Path) -> Result<()> {
+/// This process's claim on an open database's directory, released when dropped. It is the
+/// last field of `Inner`, so every other part of a closed database (its WAL above all) is
+/// done with the files before another open of the directory can begin.
+#[derive(Debug)]
+pub(crate) struct DirClaim(PathBuf);
+
+impl Drop for DirClaim {
+    fn drop(&mut self) {
+        let mut open = OPEN_DIRS.lock();
+        open.retain(|d| *d != self.0);
+        OPEN_DIRS_CV.notify_all();
+    }
+}
+
+fn claim_dir(dir: &Path) -> Result<DirClaim> {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut open = OPEN_DIRS.lock();
     while open.iter().any(|d| d == dir) {
@@ -46,7 +60,7 @@ fn claim_dir(dir: &Path) -> Result<()> {
         }
     }
     open.push(dir.to_path_buf());
-    Ok(())
+    Ok(DirClaim(dir.to_path_buf()))
 }
 
 impl Drop for Inner {
@@ -54,15 +68,10 @@ impl Drop for Inner {
         // Batches still queued go to the WAL, to be replayed at the next open.
         self.wal
             .lead_queued(&mut |payloads| self.apply_group(payloads));
-        release_dir(&self.dir);
+        // Here, not in the WAL's own drop: a background thread may hold the WAL a while
+        // longer, past the release of the directory (`_claim`, dropped after this).
+        self.wal.close();
     }
-}
-
-/// Lets the next open of `dir` go on.
-fn release_dir(dir: &Path) {
-    let mut open = OPEN_DIRS.lock();
-    open.retain(|d| d != dir);
-    OPEN_DIRS_CV.notify_all();
 }
 
 /// Opens (creating if needed) the database in `dir`; a `follower` only reads (object
@@ -73,11 +82,16 @@ pub(crate) fn open(dir: &Path, opts: DbOptions, follower: bool) -> Result<Arc<In
     let dir = dir
         .canonicalize()
         .map_err(|e| Error::io(format!("resolving {}", dir.display()), e))?;
-    claim_dir(&dir)?;
-    open_claimed(&dir, opts, follower).inspect_err(|_| release_dir(&dir))
+    let claim = claim_dir(&dir)?;
+    open_claimed(&dir, opts, follower, claim)
 }
 
-fn open_claimed(dir: &Path, opts: DbOptions, follower: bool) -> Result<Arc<Inner>> {
+fn open_claimed(
+    dir: &Path,
+    opts: DbOptions,
+    follower: bool,
+    claim: DirClaim,
+) -> Result<Arc<Inner>> {
     let local = LocalFs::new(dir)?;
     // The WAL always stays in the local directory.
     let (fs, wal_fs): (Arc<dyn FileSystem>, Arc<dyn FileSystem>) = match &opts.storage {
@@ -195,6 +209,7 @@ fn open_claimed(dir: &Path, opts: DbOptions, follower: bool) -> Result<Arc<Inner
         last_flush_error: Mutex::new(None),
         orphans: Mutex::new(Vec::new()),
         counters: Counters::default(),
+        _claim: claim,
     });
     worker::spawn_all(&inner)?;
     Ok(inner)

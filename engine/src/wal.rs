@@ -70,8 +70,9 @@
 //! 8. The newest covered segments, as many as a flush covers up to
 //!    `DbOptions::wal_recycle_segments`, are not deleted but renamed
 //!    `recycled-<old number>.log` (older recycled files past that number are deleted), and a
-//!    new segment is made from one of them when there is one: its new header is written and
-//!    fsynced, then it is renamed to its segment's name and the directory fsynced. So a crash
+//!    new segment is made from one of them when there is one: its new header, followed by an
+//!    end record (see below), is written and fsynced, then it is renamed to its segment's
+//!    name and the directory fsynced. So a crash
 //!    leaves either a recycled file (ignored by recovery, kept for reuse at the next open) or
 //!    a segment whose header names it. Its new records are written over the old ones, which
 //!    stay past the segment's end and fail their checksums (another seed), so recovery ends
@@ -159,6 +160,8 @@ pub(crate) struct Wal {
     out: Mutex<Segment>,
     /// Set once `Queue::failed` is: read without the queue's lock.
     failed: AtomicBool,
+    /// Set by [`Wal::close`]: the log's end is marked, and nothing more is written.
+    closed: AtomicBool,
     /// `Queue::written` and `Queue::done`, for [`Wal::catch_up`] to read without the lock.
     written_mirror: AtomicU64,
     done_mirror: AtomicU64,
@@ -377,6 +380,7 @@ impl Wal {
             queue_cv: Condvar::new(),
             out: Mutex::new(out),
             failed: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             written_mirror: AtomicU64::new(0),
             done_mirror: AtomicU64::new(0),
             freeze_wanted: AtomicBool::new(false),
@@ -879,9 +883,14 @@ impl Wal {
             Some(old) => reuse_segment(&*self.fs, &old, number)?,
             None => create_segment(&*self.fs, number)?,
         };
+        let end = if next.stale {
+            RECORD_HEADER_BYTES + END_PAYLOAD.len()
+        } else {
+            0
+        };
         self.stats
             .bytes
-            .fetch_add(HEADER_BYTES as u64, Ordering::Relaxed);
+            .fetch_add((HEADER_BYTES + end) as u64, Ordering::Relaxed);
         tracing::debug!(
             segment = next.number,
             recycled = next.stale,
@@ -1039,6 +1048,20 @@ impl Wal {
             self.mark_end(&out).map_err(|(e, _)| e)?;
         }
         self.sync_locked(&mut out)
+    }
+
+    /// Marks where the log ends and fsyncs it, once; later calls, and the drop, write nothing.
+    /// The database calls it before it gives up its directory: the last handle to the WAL may
+    /// be dropped later (on a background thread), and by then another open of the directory
+    /// may be appending to the same segment, where a late end record would cut its records
+    /// off.
+    pub(crate) fn close(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) || self.has_failed() {
+            return;
+        }
+        if let Err(e) = self.sync() {
+            tracing::debug!(error = %e, "could not sync the WAL on closing it");
+        }
     }
 
     /// Fsyncs if anything was written since the last fsync, without blocking writers during
@@ -1212,23 +1235,24 @@ fn made_segment(
 
 impl Drop for Wal {
     fn drop(&mut self) {
-        if !self.has_failed()
-            && let Err(e) = self.sync()
-        {
-            tracing::debug!(error = %e, "could not sync the WAL on closing it");
-        }
+        self.close();
     }
 }
 
-/// Makes the recycled file `old` segment `number`: its header is written and fsynced before
-/// the rename, so a crash leaves either a recycled file or a segment that names itself.
+/// Makes the recycled file `old` segment `number`: its header and an end record are written
+/// and fsynced before the rename, so a crash leaves either a recycled file or a segment that names itself.
 /// Its old records stay past the header and fail their checksums there (rule 8). A failure
 /// is one of creating the segment (see `create_segment`): the file is deleted.
 fn reuse_segment(fs: &dyn FileSystem, old: &str, number: u64) -> Result<Segment, GroupError> {
     let name = segment_file_name(number);
     let made = (|| {
         let file = fs.open_log(old)?;
-        file.write_at(0, &encode_header(number))?;
+        // The end record goes with the header, so the segment says where its log ends even if
+        // the process exits before any group or close marks it: the old records then never
+        // read as a torn tail.
+        let mut start = encode_header(number).to_vec();
+        frame_record(&mut start, number, |o| o.extend_from_slice(END_PAYLOAD));
+        file.write_at(0, &start)?;
         file.sync()?;
         fs.rename(old, &name)?;
         fs.sync_dir(&name)?;

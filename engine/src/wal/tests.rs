@@ -642,6 +642,35 @@ fn a_lower_limit_at_open_deletes_the_extra_recycled_files() -> TestResult {
     Ok(())
 }
 
+/// A segment made from a recycled file ends at an end record before anything is written to
+/// it: a process that exits before its next group or its close (a worker thread still holding
+/// the database, say) leaves a log that ends there, not one with a torn tail of old records.
+#[test]
+fn a_new_recycled_segment_ends_at_its_end_record_before_any_write() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (mut wal, _) = open(dir.path(), 200)?;
+    wal.set_recycle_limit(2);
+    write_n(&wal, 0, 20)?;
+    wal.delete_segments_through(u64::MAX)?;
+    let number = wal.roll_now()?;
+    assert_eq!(
+        wal_files(dir.path())?.1.len(),
+        1,
+        "the roll took a recycled file"
+    );
+    std::mem::forget(wal);
+    let file = std::fs::read(dir.path().join(segment_file_name(number)))?;
+    assert!(
+        file.len() > HEADER_BYTES + RECORD_HEADER_BYTES + END_PAYLOAD.len(),
+        "old bytes follow"
+    );
+    let mut it = segment::RecordIter::new(&file, segment_seed(&file)?);
+    assert_eq!(it.next(), Some(END_PAYLOAD));
+    let (_, seen) = open(dir.path(), 200)?;
+    assert_eq!(seen.last(), Some(&payload(19)));
+    Ok(())
+}
+
 #[test]
 fn a_recycled_segment_before_the_last_ends_at_its_end_record() -> TestResult {
     let dir = tempfile::tempdir()?;
