@@ -659,6 +659,8 @@ impl Shared {
 }
 
 /// Maps an object-store error to the engine's, keeping "not found" and "already exists".
+/// The message carries the error's causes: the S3 client's own message for a failed request
+/// stops at "error sending request", and the reason (a reset connection, say) is below it.
 fn store_error(context: String, e: object_store::Error) -> Error {
     let kind = match &e {
         object_store::Error::NotFound { .. } => ErrorKind::NotFound,
@@ -666,7 +668,22 @@ fn store_error(context: String, e: object_store::Error) -> Error {
         object_store::Error::PermissionDenied { .. } => ErrorKind::PermissionDenied,
         _ => ErrorKind::Other,
     };
-    Error::io(context, io::Error::new(kind, e))
+    Error::io(context, io::Error::new(kind, with_causes(&e)))
+}
+
+/// `e`'s message followed by those of its causes that it does not already include.
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
 }
 
 /// Shared checks of the manifest head before synced writes are acknowledged.

@@ -10,6 +10,7 @@ use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
 
 use super::location::StoreLocation;
 use super::probe::{ProbeReport, ProbeScope, probe};
+use super::retry::RetryReads;
 use super::settings::StoreConfig;
 
 /// How hard a client retries failed requests.
@@ -75,7 +76,7 @@ pub fn build_store(config: &StoreConfig, retries: Retries) -> anyhow::Result<Arc
             let store = b
                 .build()
                 .with_context(|| format!("cannot set up the S3 client for {}", config.location))?;
-            Ok(Arc::new(store))
+            Ok(Arc::new(RetryReads::new(Arc::new(store))))
         }
     }
 }

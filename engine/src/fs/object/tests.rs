@@ -774,3 +774,22 @@ fn databases_sharing_cache_bounds_stay_within_them_together() -> Result<()> {
     assert!(counted > 0);
     Ok(())
 }
+
+/// A store error's causes reach the engine's message, each once.
+#[test]
+fn a_store_errors_message_names_its_causes() {
+    #[derive(Debug, thiserror::Error)]
+    #[error("error sending request")]
+    struct Sending(#[source] io::Error);
+    let reset = io::Error::new(ErrorKind::ConnectionReset, "connection reset by peer");
+    let e = object_store::Error::Generic {
+        store: "S3",
+        source: Box::new(Sending(reset)),
+    };
+    let message = store_error("listing db/manifest".into(), e).to_string();
+    assert_eq!(
+        message,
+        "I/O error while listing db/manifest: Generic S3 error: error sending request: \
+         connection reset by peer"
+    );
+}
