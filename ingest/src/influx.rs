@@ -28,7 +28,8 @@ use strata_tsdb::{ErrorKind, SeriesHandle, SeriesPoint, Tsdb, Value};
 use crate::batch::{PointBatch, RefusalKind, join_errors, shorten, storage_timestamp, stored_name};
 use crate::known_lines::{KnownLines, LinesReader};
 use crate::line_protocol::{
-    FieldValue, Line, LineKind, field_value, lines, parse_line, parse_timestamp, skip_whitespace,
+    FieldValue, Line, LineKind, field_value, lines, parse_line, parse_timestamp, point_start,
+    skip_whitespace,
 };
 
 /// How many lines of errors an answer lists.
@@ -208,9 +209,23 @@ impl<'a> InfluxBatch<'a> {
         // Telegraf's lines carry a few fields each, 35 to 45 bytes a point: reserved for 32,
         // so that a body of thousands of points is not grown (and copied) even once.
         out.known.reserve(body.len() / 32);
-        let mut line = Line::default();
-        let reader = known.reader(tsdb);
-        let mut fast = FastLine::default();
+        let mut known_line = KnownScan {
+            line: Line::default(),
+            reader: known.reader(tsdb),
+            fast: FastLine::default(),
+            precision,
+            now_ms,
+        };
+        // Nearly every body is valid UTF-8 without a backslash or a quote: checked once here,
+        // its lines need no check of their own, and each ends at the next `\n`.
+        if let Ok(text) = std::str::from_utf8(body)
+            && memchr::memchr2(b'\\', b'"', body).is_none()
+        {
+            for line in plain_lines(text) {
+                out.add_known(line, true, &mut known_line);
+            }
+            return out;
+        }
         for kind in lines(body) {
             let LineKind::Point(raw) = kind else {
                 continue;
@@ -218,26 +233,32 @@ impl<'a> InfluxBatch<'a> {
             let Some(text) = out.utf8(raw) else {
                 continue;
             };
-            if memchr::memchr2(b'\\', b'"', raw).is_none()
-                && fast.scan(text, precision, now_ms, &reader)
-            {
-                out.good_lines += 1;
-                out.fields += fast.points.len() as u64;
-                let source = out.lines.len() as u32;
-                out.lines.push(text);
-                out.known
-                    .extend(fast.points.drain(..).map(|(handle, value)| KnownPoint {
-                        series: Resolution::Known(handle),
-                        key: 0..0,
-                        timestamp: fast.timestamp,
-                        value,
-                        source,
-                    }));
-            } else {
-                out.parse_full(text, &mut line, precision, now_ms);
-            }
+            let plain = memchr::memchr2(b'\\', b'"', raw).is_none();
+            out.add_known(text, plain, &mut known_line);
         }
         out
+    }
+
+    /// Takes a point line by the fast path when it is `plain` (no backslash or quote) and
+    /// every field is known, else parses it fully.
+    fn add_known(&mut self, text: &'a str, plain: bool, k: &mut KnownScan<'_, 'a>) {
+        if plain && k.fast.scan(text, k.precision, k.now_ms, &k.reader) {
+            self.good_lines += 1;
+            self.fields += k.fast.points.len() as u64;
+            let source = self.lines.len() as u32;
+            self.lines.push(text);
+            let timestamp = k.fast.timestamp;
+            self.known
+                .extend(k.fast.points.drain(..).map(|(handle, value)| KnownPoint {
+                    series: Resolution::Known(handle),
+                    key: 0..0,
+                    timestamp,
+                    value,
+                    source,
+                }));
+        } else {
+            self.parse_full(text, &mut k.line, k.precision, k.now_ms);
+        }
     }
 
     fn empty(body: &[u8], resolving: bool) -> Self {
@@ -535,6 +556,28 @@ impl<'a> InfluxBatch<'a> {
         );
         InfluxReply::v2_error(422, "unprocessable entity", &message)
     }
+}
+
+/// What [`InfluxBatch::parse_known`] keeps from line to line.
+struct KnownScan<'k, 'a> {
+    /// The full parse's line, reused.
+    line: Line<'a>,
+    reader: LinesReader<'k>,
+    fast: FastLine,
+    precision: Precision,
+    now_ms: i64,
+}
+
+/// The point lines of `body`, which holds no backslash and no quote, as [`lines`] yields them.
+fn plain_lines(body: &str) -> impl Iterator<Item = &str> + '_ {
+    let mut start = 0;
+    let ends = memchr::memchr_iter(b'\n', body.as_bytes()).chain(std::iter::once(body.len()));
+    ends.filter_map(move |end| {
+        // `start` and `end` are at ASCII bytes or the ends, so at character boundaries.
+        let line = &body[start..end];
+        start = end + 1;
+        point_start(line.as_bytes()).map(|point| &line[point])
+    })
 }
 
 /// The scan of a line whose every field is in [`KnownLines`]: its points, in field order.

@@ -82,17 +82,27 @@ pub(crate) fn lines(body: &[u8]) -> impl Iterator<Item = LineKind<'_>> + '_ {
             return None;
         }
         let end = line_end(body, pos);
-        let mut line = &body[pos..end];
+        let line = &body[pos..end];
         pos = end + 1;
-        if let [rest @ .., b'\r'] = line {
-            line = rest;
-        }
-        let start = skip_whitespace(line, 0);
-        Some(match line.get(start) {
-            None | Some(b'#') => LineKind::Skip,
-            Some(_) => LineKind::Point(&line[start..]),
+        Some(match point_start(line) {
+            None => LineKind::Skip,
+            Some(point) => LineKind::Point(&line[point]),
         })
     })
+}
+
+/// Where the point of `line` (without its `\n`) starts, after a trailing `\r` is dropped
+/// and leading whitespace skipped, with the end; `None` for a blank line or a comment.
+pub(crate) fn point_start(line: &[u8]) -> Option<std::ops::Range<usize>> {
+    let end = match line {
+        [rest @ .., b'\r'] => rest.len(),
+        _ => line.len(),
+    };
+    let start = skip_whitespace(&line[..end], 0);
+    match line[..end].get(start) {
+        None | Some(b'#') => None,
+        Some(_) => Some(start..end),
+    }
 }
 
 /// The index of the `\n` ending the line that starts at `start`, or the body's length.

@@ -224,6 +224,23 @@ fn timestamps_storage_cannot_hold_are_refused() {
 }
 
 proptest! {
+    /// A body without backslashes and quotes splits into the same point lines either way.
+    #[test]
+    fn plain_lines_are_the_lines_of_a_plain_body(
+        body in proptest::collection::vec(
+            proptest::sample::select(b" \t\r\n\0#,=a1".to_vec()), 0..200)
+    ) {
+        let text = std::str::from_utf8(&body).unwrap();
+        let plain: Vec<&[u8]> = plain_lines(text).map(str::as_bytes).collect();
+        let general: Vec<&[u8]> = lines(&body)
+            .filter_map(|k| match k {
+                LineKind::Point(raw) => Some(raw),
+                LineKind::Skip => None,
+            })
+            .collect();
+        prop_assert_eq!(plain, general);
+    }
+
     /// Any body parses into points and errors without a panic, and answers on both APIs.
     #[test]
     fn arbitrary_bodies_never_panic(body in proptest::collection::vec(any::<u8>(), 0..400)) {
@@ -264,12 +281,39 @@ cpu,host=a,dc=x user=1 -5
 cpu,host=a,dc=x user=1 1700000000000000000 extra
 ";
 
+/// A body without a backslash or a quote, which `parse_known` splits without the quote-aware
+/// scan: blank, comment, CRLF and indented lines among points that fail in each part.
+const PLAIN_BODY: &str = "cpu,host=a,dc=x user=1.5,system=2i,up=true 1700000000000000000\r
+\r
+# a comment
+   \t cpu,host=b user=3 1700000000000000000
+mem,host=a used=5u,free=18446744073709551615u 1700000000000000000
+
+cpu,host=a,dc=x user=2.5,system=3i,up=F
+\0cpu,host=a,dc=x user=x 1700000000000000000
+cpu,host=a,host=b user=1 1700000000000000000
+cpu,host=a,dc=x user=1,,system=2i 1700000000000000000
+cpu,host=a,dc=x user=1 17000000000000000000000\r
+cpu,host=a,dc=x user=1 -5
+cpu,host=a,dc=x user=1 1700000000000000000 extra";
+
 #[test]
 fn known_series_lines_are_read_as_the_full_parse_reads_them() {
+    known_lines_match_the_full_parse(MIXED_BODY);
+}
+
+#[test]
+fn known_series_lines_of_a_plain_body_are_read_as_the_full_parse_reads_them() {
+    known_lines_match_the_full_parse(PLAIN_BODY);
+}
+
+/// `body` read by `parse_known`, three times as its series become known, gives the points,
+/// errors and replies of the full parse.
+fn known_lines_match_the_full_parse(body: &str) {
     let dir = tempfile::tempdir().unwrap();
     let tsdb = Tsdb::open(dir.path(), strata_tsdb::TsdbOptions::default()).unwrap();
     let known = KnownLines::new();
-    let body = MIXED_BODY.as_bytes();
+    let body = body.as_bytes();
     let full = InfluxBatch::parse(body, Precision::Nanoseconds, NOW_MS);
     let full_points: Vec<(i64, Value)> = owned(&full).into_iter().map(|p| (p.2, p.3)).collect();
     let full_results: Vec<strata_tsdb::Result<()>> = tsdb.write(&full.points().points());
