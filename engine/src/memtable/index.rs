@@ -135,13 +135,14 @@ impl TableRows {
         self.find(row).map(|i| &self.rows[i])
     }
 
-    /// Adds a row; the caller made sure it is new.
-    pub(super) fn insert(&mut self, key: Bytes) -> usize {
+    /// Adds a row with an empty `log`; the caller made sure it is new.
+    pub(super) fn insert(&mut self, key: Bytes, log: Vec<u8>) -> usize {
+        debug_assert!(log.is_empty());
         let i = self.rows.len();
         let hash = hash_key(&key);
         self.rows.push(Row {
             key,
-            log: Vec::with_capacity(self.row_hint),
+            log,
             last: Last::default(),
             spill: None,
         });

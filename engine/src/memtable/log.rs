@@ -62,6 +62,26 @@ pub(super) fn unzigzag(v: u64) -> i64 {
     (v >> 1) as i64 ^ -((v & 1) as i64)
 }
 
+/// Bytes of a varint of `v`.
+fn varint_len(v: u64) -> usize {
+    (64 - v.leading_zeros() as usize).max(1).div_ceil(7)
+}
+
+/// The bytes [`encode_entry`] writes for these arguments.
+#[inline]
+pub(super) fn entry_len(seq_delta: i64, column: &[u8], value: &[u8]) -> usize {
+    let long = if column.len() >= TAG_COLUMN_MAX {
+        varint_len((column.len() - TAG_COLUMN_MAX) as u64)
+    } else {
+        0
+    };
+    1 + long
+        + varint_len(zigzag(seq_delta))
+        + column.len()
+        + varint_len(value.len() as u64)
+        + value.len()
+}
+
 /// Appends one entry to a log.
 #[inline]
 pub(super) fn encode_entry(
@@ -135,5 +155,33 @@ impl<'a> Iterator for LogIter<'a> {
             value,
             spilled: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::{encode_entry, entry_len};
+    use crate::key::EntryKind;
+
+    proptest! {
+        /// A row's log grows when `entry_len` says the entry does not fit, so it must be what
+        /// `encode_entry` writes, neither more (logs would double early) nor less.
+        #[test]
+        fn entry_len_is_what_encode_entry_writes(
+            seq_delta in any::<i64>(),
+            column in proptest::collection::vec(any::<u8>(), 0..200),
+            value in proptest::collection::vec(any::<u8>(), 0..300),
+            kind in prop_oneof![
+                Just(EntryKind::Put),
+                Just(EntryKind::DeleteCell),
+                Just(EntryKind::DeleteRow),
+            ],
+        ) {
+            let mut log = vec![7u8; 3];
+            encode_entry(&mut log, kind, seq_delta, &column, &value);
+            prop_assert_eq!(log.len() - 3, entry_len(seq_delta, &column, &value));
+        }
     }
 }
