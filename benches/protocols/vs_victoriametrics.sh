@@ -74,7 +74,7 @@ for proto in $PROTOS; do
             wait "$PID" || true
             echo "$system $proto: $out"
             rate[$system]=$(echo "$out" | sed -n 's/.* = \([0-9]*\) points\/s.*/\1/p')
-            cpu[$system]=$(echo "$out" | sed -n 's/.* = \([0-9.]*\) CPU-s per million.*/\1/p')
+            cpu[$system]=$(echo "$out" | sed -n 's/^server CPU.* = \([0-9.]*\) CPU-s per million.*/\1/p')
         done
         ratio=$(awk "BEGIN { printf \"%.2f\", ${rate[strata]} / ${rate[vm]} }")
         ratios+=("$ratio")
