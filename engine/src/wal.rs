@@ -72,13 +72,13 @@
 //!    `recycled-<old number>.log` (older recycled files past that number are deleted), and a
 //!    new segment is made from one of them when there is one: its new header, followed by an
 //!    end record (see below), is written and fsynced, then it is renamed to its segment's
-//!    name and the directory fsynced. So a crash
-//!    leaves either a recycled file (ignored by recovery, kept for reuse at the next open) or
-//!    a segment whose header names it. Its new records are written over the old ones, which
-//!    stay past the segment's end and fail their checksums (another seed), so recovery ends
-//!    the segment there (rule 5). Before the next segment is started, a recycled segment gets
-//!    an end record (payload the single byte `3`) and is fsynced: recovery reads a segment no
-//!    further than its end record, so rule 4 holds for what comes before it. In the last
+//!    name and the directory fsynced. So a crash leaves either a recycled file (ignored by
+//!    recovery, kept for reuse at the next open) or a segment whose header names it. Its new
+//!    records are written over the old ones, which stay past the segment's end and fail
+//!    their checksums (another seed), so recovery ends the segment there (rule 5). Before
+//!    the next segment is started, a recycled segment gets an end record (payload the single
+//!    byte `3`) and is fsynced: recovery reads a segment no further than its end record, so
+//!    rule 4 holds for what comes before it. In the last
 //!    segment, appending resumes at its end record, writing over it and what follows (no
 //!    warning: that is where the log ends). An fsync through
 //!    `Db::sync_wal` (and a close) writes an end record after the last group too, without
@@ -160,7 +160,7 @@ pub(crate) struct Wal {
     out: Mutex<Segment>,
     /// Set once `Queue::failed` is: read without the queue's lock.
     failed: AtomicBool,
-    /// Set by [`Wal::close`]: the log's end is marked, and nothing more is written.
+    /// Set by [`Wal::close`]: the log's end is marked, and a drop after it writes nothing.
     closed: AtomicBool,
     /// `Queue::written` and `Queue::done`, for [`Wal::catch_up`] to read without the lock.
     written_mirror: AtomicU64,
@@ -883,11 +883,7 @@ impl Wal {
             Some(old) => reuse_segment(&*self.fs, &old, number)?,
             None => create_segment(&*self.fs, number)?,
         };
-        let end = if next.stale {
-            RECORD_HEADER_BYTES + END_PAYLOAD.len()
-        } else {
-            0
-        };
+        let end = if next.stale { END_RECORD_BYTES } else { 0 };
         self.stats
             .bytes
             .fetch_add((HEADER_BYTES + end) as u64, Ordering::Relaxed);
@@ -904,8 +900,8 @@ impl Wal {
     /// Writes an end record at the end of `out`, a recycled segment, without counting it in
     /// its length: the next group writes over it (rule 8).
     fn mark_end(&self, out: &Segment) -> Result<(), GroupError> {
-        let mut end = Vec::with_capacity(RECORD_HEADER_BYTES + END_PAYLOAD.len());
-        frame_record(&mut end, out.number, |o| o.extend_from_slice(END_PAYLOAD));
+        let mut end = Vec::with_capacity(END_RECORD_BYTES);
+        frame_end_record(&mut end, out.number);
         out.file.write_at(out.len, &end).map_err(|e| (e, false))?;
         self.stats
             .bytes
@@ -1240,9 +1236,18 @@ impl Drop for Wal {
 }
 
 /// Makes the recycled file `old` segment `number`: its header and an end record are written
-/// and fsynced before the rename, so a crash leaves either a recycled file or a segment that names itself.
-/// Its old records stay past the header and fail their checksums there (rule 8). A failure
-/// is one of creating the segment (see `create_segment`): the file is deleted.
+/// and fsynced before the rename, so a crash leaves either a recycled file or a segment that
+/// names itself. Its old records stay past the end record and fail their checksums there
+/// (rule 8). A failure is one of creating the segment (see `create_segment`): the file is
+/// deleted.
+/// Bytes of a framed end record.
+const END_RECORD_BYTES: usize = RECORD_HEADER_BYTES + END_PAYLOAD.len();
+
+/// Appends segment `number`'s end record (rule 8) to `out`.
+fn frame_end_record(out: &mut Vec<u8>, number: u64) {
+    frame_record(out, number, |o| o.extend_from_slice(END_PAYLOAD));
+}
+
 fn reuse_segment(fs: &dyn FileSystem, old: &str, number: u64) -> Result<Segment, GroupError> {
     let name = segment_file_name(number);
     let made = (|| {
@@ -1251,7 +1256,7 @@ fn reuse_segment(fs: &dyn FileSystem, old: &str, number: u64) -> Result<Segment,
         // the process exits before any group or close marks it: the old records then never
         // read as a torn tail.
         let mut start = encode_header(number).to_vec();
-        frame_record(&mut start, number, |o| o.extend_from_slice(END_PAYLOAD));
+        frame_end_record(&mut start, number);
         file.write_at(0, &start)?;
         file.sync()?;
         fs.rename(old, &name)?;

@@ -114,22 +114,9 @@ impl ObjectStore for RetryReads {
             if options.head || !matches!(got.payload, GetResultPayload::Stream(_)) {
                 return Ok(got);
             }
-            let GetResult {
-                payload,
-                meta,
-                range,
-                attributes,
-                extensions,
-            } = got;
-            let bytes = GetResult {
-                payload,
-                meta: meta.clone(),
-                range: range.clone(),
-                attributes: attributes.clone(),
-                extensions: extensions.clone(),
-            }
-            .bytes()
-            .await?;
+            let (meta, range) = (got.meta.clone(), got.range.clone());
+            let (attributes, extensions) = (got.attributes.clone(), got.extensions.clone());
+            let bytes = got.bytes().await?;
             Ok(GetResult {
                 payload: GetResultPayload::Stream(stream::once(async { Ok(bytes) }).boxed()),
                 meta,
