@@ -15,6 +15,12 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Bytes [`put_varint`] writes for `v`.
+#[inline]
+pub(crate) fn varint_size(v: u64) -> usize {
+    (64 - v.leading_zeros() as usize).max(1).div_ceil(7)
+}
+
 /// Reads a LEB128 varint from the front of `buf`, advancing it.
 pub(crate) fn get_varint(buf: &mut &[u8]) -> Result<u64, &'static str> {
     let mut v: u64 = 0;
@@ -156,6 +162,7 @@ mod tests {
         fn varint_round_trips(v in any::<u64>()) {
             let mut buf = Vec::new();
             put_varint(&mut buf, v);
+            prop_assert_eq!(buf.len(), varint_size(v));
             let mut s = buf.as_slice();
             prop_assert_eq!(get_varint(&mut s), Ok(v));
             prop_assert!(s.is_empty());

@@ -1235,11 +1235,6 @@ impl Drop for Wal {
     }
 }
 
-/// Makes the recycled file `old` segment `number`: its header and an end record are written
-/// and fsynced before the rename, so a crash leaves either a recycled file or a segment that
-/// names itself. Its old records stay past the end record and fail their checksums there
-/// (rule 8). A failure is one of creating the segment (see `create_segment`): the file is
-/// deleted.
 /// Bytes of a framed end record.
 const END_RECORD_BYTES: usize = RECORD_HEADER_BYTES + END_PAYLOAD.len();
 
@@ -1248,6 +1243,11 @@ fn frame_end_record(out: &mut Vec<u8>, number: u64) {
     frame_record(out, number, |o| o.extend_from_slice(END_PAYLOAD));
 }
 
+/// Makes the recycled file `old` segment `number`: its header and an end record are written
+/// and fsynced before the rename, so a crash leaves either a recycled file or a segment that
+/// names itself. Its old records stay past the end record and fail their checksums there
+/// (rule 8). A failure is one of creating the segment (see `create_segment`): the file is
+/// deleted.
 fn reuse_segment(fs: &dyn FileSystem, old: &str, number: u64) -> Result<Segment, GroupError> {
     let name = segment_file_name(number);
     let made = (|| {

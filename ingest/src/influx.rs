@@ -28,7 +28,7 @@ use strata_tsdb::{ErrorKind, SeriesHandle, SeriesPoint, Tsdb, Value};
 use crate::batch::{PointBatch, RefusalKind, join_errors, shorten, storage_timestamp, stored_name};
 use crate::known_lines::{KnownLines, LinesReader};
 use crate::line_protocol::{
-    FieldValue, Line, LineKind, field_value, lines, parse_line, parse_timestamp, point_start,
+    FieldValue, Line, LineKind, field_value, lines, parse_line, parse_timestamp, point_range,
     skip_whitespace,
 };
 
@@ -576,7 +576,7 @@ fn plain_lines(body: &str) -> impl Iterator<Item = &str> + '_ {
         // `start` and `end` are at ASCII bytes or the ends, so at character boundaries.
         let line = &body[start..end];
         start = end + 1;
-        point_start(line.as_bytes()).map(|point| &line[point])
+        point_range(line.as_bytes()).map(|point| &line[point])
     })
 }
 

@@ -84,16 +84,16 @@ pub(crate) fn lines(body: &[u8]) -> impl Iterator<Item = LineKind<'_>> + '_ {
         let end = line_end(body, pos);
         let line = &body[pos..end];
         pos = end + 1;
-        Some(match point_start(line) {
+        Some(match point_range(line) {
             None => LineKind::Skip,
             Some(point) => LineKind::Point(&line[point]),
         })
     })
 }
 
-/// Where the point of `line` (without its `\n`) starts, after a trailing `\r` is dropped
-/// and leading whitespace skipped, with the end; `None` for a blank line or a comment.
-pub(crate) fn point_start(line: &[u8]) -> Option<std::ops::Range<usize>> {
+/// The bytes of the point in `line` (without its `\n`), after a trailing `\r` is dropped
+/// and leading whitespace skipped; `None` for a blank line or a comment.
+pub(crate) fn point_range(line: &[u8]) -> Option<std::ops::Range<usize>> {
     let end = match line {
         [rest @ .., b'\r'] => rest.len(),
         _ => line.len(),

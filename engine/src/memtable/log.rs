@@ -4,7 +4,7 @@
 use std::cmp::Ordering as CmpOrdering;
 
 use super::arena::ArenaPos;
-use crate::coding::put_varint;
+use crate::coding::{put_varint, varint_size};
 use crate::key::EntryKind;
 
 /// The longest column length the tag holds; longer lengths continue in a varint.
@@ -62,23 +62,18 @@ pub(super) fn unzigzag(v: u64) -> i64 {
     (v >> 1) as i64 ^ -((v & 1) as i64)
 }
 
-/// Bytes of a varint of `v`.
-fn varint_len(v: u64) -> usize {
-    (64 - v.leading_zeros() as usize).max(1).div_ceil(7)
-}
-
 /// The bytes [`encode_entry`] writes for these arguments.
 #[inline]
 pub(super) fn entry_len(seq_delta: i64, column: &[u8], value: &[u8]) -> usize {
     let long = if column.len() >= TAG_COLUMN_MAX {
-        varint_len((column.len() - TAG_COLUMN_MAX) as u64)
+        varint_size((column.len() - TAG_COLUMN_MAX) as u64)
     } else {
         0
     };
     1 + long
-        + varint_len(zigzag(seq_delta))
+        + varint_size(zigzag(seq_delta))
         + column.len()
-        + varint_len(value.len() as u64)
+        + varint_size(value.len() as u64)
         + value.len()
 }
 
