@@ -120,7 +120,7 @@ pub struct ServeArgs {
     #[arg(long, env = "STRATA_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
     /// Threads that serve connections (OpenTSDB's `tsd.network.worker_threads`). The storage
-    /// engine runs its own threads beside them [default: half the cores, at least 1].
+    /// engine runs its own threads beside them [default: one per core].
     #[arg(long, env = "STRATA_WORKER_THREADS", value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub worker_threads: Option<u64>,
     /// Largest HTTP request body accepted, in bytes, after decompression [default: 64 MiB].
@@ -207,15 +207,13 @@ const DEFAULT_MEMTABLE_MB: u64 = 32;
 /// cache keeps the rest of the files' bytes.
 const DEFAULT_CACHE_MB: u64 = 64;
 
-/// The default number of connection-serving threads: half the cores, at least one. The
-/// engine's apply, flush, compaction and WAL threads and the parallel salt-bucket scans use
-/// the other half. Fewer workers also answer small queries sooner, because a request does not
-/// wake a parked second worker (a futex or eventfd wake-up, then a halted vCPU to rouse) on its
-/// way through.
-/// Heavy work (a large query or put, a write that waits) hands the worker's connections to
-/// another thread while it runs, so one worker does not cap it.
+/// The default number of connection-serving threads: one per core. Writes are parsed and
+/// stored on the worker that read them (see `write.rs`), so ingest on several connections
+/// needs a worker per core to use the cores; the engine's apply, flush, compaction and WAL
+/// threads share them. Heavy work (a large query or put, a write that waits) hands the
+/// worker's connections to another thread while it runs.
 fn default_worker_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The default `header_timeout_ms`. Clients send a request, or tcollector its `version`,

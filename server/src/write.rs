@@ -20,13 +20,14 @@ use crate::metrics::{ProtocolCounters, reason, refusal_reason, rejection_reason}
 use crate::resp::{Resp, flag, query_param, raw};
 use crate::shared::Shared;
 
-/// Write bodies from this size are parsed and stored off the async worker. The server runs
-/// one worker per two cores by default, so a body parsed on the worker holds up every other
-/// connection on it for its whole parse and store (about a millisecond per 2000 points), while
-/// handing the worker's connections to another thread costs a thread wake-up: a Prometheus
-/// request (2000 samples, about 35 KiB compressed) or a Telegraf body (about 1 MB) gains from the
-/// handover, and a few lines from a script stay in place.
-const OFFLOAD_BYTES: usize = 16 << 10;
+/// Write bodies from this size are parsed and stored off the async worker. The server runs a
+/// worker per core by default, so a Prometheus request (2000 samples, about 35 KiB compressed)
+/// or a line protocol body of a few thousand points, parsed and stored in place, holds up only
+/// its own worker for about a millisecond while the others take its other connections. Handing
+/// the worker's connections to another thread costs a wake-up and a context switch or two on
+/// every body, more than a tenth of the work of such a body, so only bodies that take many
+/// milliseconds (Telegraf's 1 MB ones and up) leave the worker.
+const OFFLOAD_BYTES: usize = 1 << 20;
 
 /// Handles `POST /api/v1/write`.
 pub(crate) async fn remote_write(req: Request<Incoming>, shared: &Shared) -> Resp {
