@@ -16,7 +16,7 @@
 //! `coding.rs`), at most 5 bytes for a u32 and 10 for a u64. The WAL wraps these bytes in a
 //! batch record (see `wal.rs`).
 
-use crate::coding::{Cursor, put_varint};
+use crate::coding::{Cursor, put_varint, varint_size};
 use crate::table::Table;
 use crate::wal::segment::RECORD_HEADER_BYTES;
 
@@ -100,6 +100,34 @@ impl WriteBatch {
         data.push(KIND_PUT);
         put_varint(data, u64::from(table.id()));
         put_bytes(data, row);
+        put_bytes(data, column);
+        put_bytes(data, value);
+        self.count += 1;
+    }
+
+    /// [`WriteBatch::put`] of a row given as the pieces it is made of, in order, which saves
+    /// the caller assembling the row first: every byte of it is then copied once, straight into
+    /// the batch. The ingest path writes each point this way.
+    #[inline]
+    pub fn put_pieces(&mut self, table: &Table, row: &[&[u8]], column: &[u8], value: &[u8]) {
+        let row_len: usize = row.iter().map(|piece| piece.len()).sum();
+        let table_id = u64::from(table.id());
+        let len = 1
+            + varint_size(table_id)
+            + varint_size(row_len as u64)
+            + row_len
+            + varint_size(column.len() as u64)
+            + column.len()
+            + varint_size(value.len() as u64)
+            + value.len();
+        let data = self.ops();
+        data.reserve(len);
+        data.push(KIND_PUT);
+        put_varint(data, table_id);
+        put_varint(data, row_len as u64);
+        for piece in row {
+            data.extend_from_slice(piece);
+        }
         put_bytes(data, column);
         put_bytes(data, value);
         self.count += 1;
@@ -269,6 +297,25 @@ mod tests {
                 };
                 prop_assert!(ok, "{:?} != {:?}", d, o);
             }
+        }
+
+        /// A row put in pieces encodes exactly as the whole row put at once.
+        #[test]
+        fn a_row_put_in_pieces_encodes_as_the_whole_row(
+            pieces in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 0..6),
+            column in proptest::collection::vec(any::<u8>(), 0..200),
+            value in proptest::collection::vec(any::<u8>(), 0..200),
+            id in any::<u32>(),
+        ) {
+            let whole: Vec<u8> = pieces.concat();
+            let slices: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
+            let (mut a, mut b) = (WriteBatch::new(), WriteBatch::new());
+            a.put(&table(id), &whole, &column, &value);
+            a.put(&table(1), b"r", b"c", b"v");
+            b.put_pieces(&table(id), &slices, &column, &value);
+            b.put_pieces(&table(1), &[b"r"], b"c", b"v");
+            prop_assert_eq!(a.data(), b.data());
+            prop_assert_eq!(a.count(), b.count());
         }
 
         #[test]

@@ -27,7 +27,9 @@ use crate::policy::{BatchFloors, Policy};
 use crate::replica::Replica;
 use crate::retention::{Retention, format_retention};
 use crate::rowcompact::RowCompactCursor;
-use crate::rowkey::{ROW_SPAN_SECS, Tsuid, base_time_of, encode_rowkey_into, salt_of};
+use crate::rowkey::{
+    ROW_SPAN_SECS, Tsuid, base_time_of, encode_rowkey_into, rowkey_pieces, salt_of,
+};
 use crate::series_cache::{CachedSeries, SeriesCache, raw_key};
 use crate::series_index::SeriesIndex;
 use crate::stats::{Stats, TsdbStats};
@@ -649,11 +651,10 @@ impl Tsdb {
                     },
                 };
                 let base = base_time_of(p.ts_ms);
-                encode_rowkey_into(series.salt, &series.tsuid, base, &mut rowkey);
                 let offset = (p.ts_ms - i64::from(base) * 1000) as u32;
-                batch.put(
+                batch.put_pieces(
                     &inner.store.data,
-                    &rowkey,
+                    &rowkey_pieces(&series.salt, &series.tsuid, &base.to_be_bytes()),
                     &encode_column(offset),
                     p.enc.as_bytes(),
                 );
@@ -665,6 +666,7 @@ impl Tsdb {
                 closed_write |= !open;
                 let (marked_base, marked_epoch) = series.marked();
                 if marked_base != base || !(open || marked_epoch == epoch) {
+                    encode_rowkey_into(series.salt, &series.tsuid, base, &mut rowkey);
                     batch.put(
                         &inner.store.meta,
                         &meta::key(meta::DIRTY_PREFIX, &rowkey),
