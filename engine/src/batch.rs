@@ -96,13 +96,7 @@ impl WriteBatch {
 
     /// Sets `column` of `row` in `table` to `value`.
     pub fn put(&mut self, table: &Table, row: &[u8], column: &[u8], value: &[u8]) {
-        let data = self.ops();
-        data.push(KIND_PUT);
-        put_varint(data, u64::from(table.id()));
-        put_bytes(data, row);
-        put_bytes(data, column);
-        put_bytes(data, value);
-        self.count += 1;
+        self.put_pieces(table, &[row], column, value);
     }
 
     /// [`WriteBatch::put`] of a row given as the pieces it is made of, in order, which saves

@@ -613,7 +613,8 @@ impl Tsdb {
         let mut new_series: Vec<Tsuid> = Vec::new();
         let mut new_ids: FxHashMap<Tsuid, u32> = FxHashMap::default();
         let mut marked: Vec<&CachedSeries> = Vec::new();
-        let mut rowkey: Vec<u8> = Vec::with_capacity(64);
+        // Only for dirty markers: the points' rowkeys go into the batch in pieces.
+        let mut rowkey: Vec<u8> = Vec::new();
         let mut ok = 0u64;
         let mut closed_write = false;
         {
