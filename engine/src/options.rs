@@ -18,7 +18,8 @@ use crate::fs::object::SharedDiskCache;
 pub enum SyncPolicy {
     /// Fsync before a write is acknowledged (group commit shares one fsync among waiters).
     Always,
-    /// Fsync in the background every interval; at most that much acknowledged data can be lost.
+    /// Fsync in the background every interval, and sooner once 8 MiB are written since the
+    /// last fsync; at most an interval's acknowledged data can be lost.
     Interval(Duration),
 }
 

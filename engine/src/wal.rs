@@ -138,6 +138,13 @@ use segment::{
 /// queue: a bound on the memory and on how far the applied state trails the queue.
 const QUEUE_LIMIT_BYTES: usize = 4 << 20;
 
+/// Once this many bytes are written since the last fsync, the background syncer is woken
+/// without waiting for its interval. A segment roll fsyncs the segment as the commit leader,
+/// and every writer waits for that fsync with the CPU idle; under heavy ingest an interval's
+/// worth of writes is tens of MiB for the disk to take. Synced in steps of this size, the
+/// segment has little left to write out when it rolls.
+const SYNC_AHEAD_BYTES: u64 = 8 << 20;
+
 /// Counters of the WAL.
 #[derive(Debug, Default)]
 pub(crate) struct WalStats {
@@ -167,6 +174,8 @@ pub(crate) struct Wal {
     done_mirror: AtomicU64,
     /// The memtable asked to be frozen (see [`Wal::want_freeze`]).
     freeze_wanted: AtomicBool,
+    /// Wakes the background syncer before its interval (see [`SYNC_AHEAD_BYTES`]).
+    sync_ahead: Arc<SyncAhead>,
     /// Held across every fsync and the failure it may record, so that no fsync can succeed
     /// (and report bytes durable) between another one's failure and that failure being
     /// recorded: the second fsync of a file whose first failed succeeds without the lost
@@ -191,6 +200,9 @@ struct Segment {
     len: u64,
     /// Bytes were written since the last fsync.
     dirty: bool,
+    /// Bytes written since the last fsync began, and whether the syncer was woken for them.
+    unsynced: u64,
+    sync_asked: bool,
     /// The file is a recycled one and may hold bytes of its earlier use past `len`.
     stale: bool,
 }
@@ -331,6 +343,30 @@ struct Refused {
 /// Why a group or a roll failed, and whether it left the log as it was before.
 type GroupError = (Error, bool);
 
+/// The background syncer's early wake-up (see [`SYNC_AHEAD_BYTES`]).
+#[derive(Debug, Default)]
+struct SyncAhead {
+    woken: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl SyncAhead {
+    fn wake(&self) {
+        *self.woken.lock() = true;
+        self.cv.notify_one();
+    }
+
+    /// Returns once woken, or after `interval`.
+    fn wait(&self, interval: Duration) {
+        let mut woken = self.woken.lock();
+        if !*woken {
+            // A spurious wake-up only syncs early.
+            let _ = self.cv.wait_for(&mut woken, interval);
+        }
+        *woken = false;
+    }
+}
+
 impl Wal {
     /// Opens the WAL in `dir`, replaying every good record into `apply` in order (see the
     /// module rules), and prepares the last segment for appending.
@@ -368,6 +404,8 @@ impl Wal {
                     file,
                     len: t.good_len,
                     dirty: false,
+                    unsynced: 0,
+                    sync_asked: false,
                     stale: t.ended,
                 }
             }
@@ -384,6 +422,7 @@ impl Wal {
             written_mirror: AtomicU64::new(0),
             done_mirror: AtomicU64::new(0),
             freeze_wanted: AtomicBool::new(false),
+            sync_ahead: Arc::default(),
             sync_lock: Mutex::new(()),
             seed: AtomicU64::new(out_number),
             recycled: Mutex::new(recycled),
@@ -858,6 +897,11 @@ impl Wal {
         }
         out.len += bytes as u64;
         out.dirty = true;
+        out.unsynced += bytes as u64;
+        if out.unsynced >= SYNC_AHEAD_BYTES && !out.sync_asked {
+            out.sync_asked = true;
+            self.sync_ahead.wake();
+        }
         self.stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         self.stats.batches.fetch_add(batches, Ordering::Relaxed);
         if sync {
@@ -912,6 +956,8 @@ impl Wal {
     fn sync_locked(&self, out: &mut Segment) -> Result<()> {
         self.fsync(&*out.file)?;
         out.dirty = false;
+        out.unsynced = 0;
+        out.sync_asked = false;
         Ok(())
     }
 
@@ -1074,19 +1120,25 @@ impl Wal {
             }
             // A write after this point sets `dirty` again, so it is never skipped.
             out.dirty = false;
+            out.unsynced = 0;
+            out.sync_asked = false;
             Arc::clone(&out.file)
         };
         self.fsync(&*file)
     }
 
-    /// Starts a thread that fsyncs every `interval` while `wal` is alive.
+    /// Starts a thread that fsyncs every `interval` while `wal` is alive, and sooner once
+    /// [`SYNC_AHEAD_BYTES`] are written since the last fsync.
     pub(crate) fn spawn_syncer(wal: &Arc<Wal>, interval: Duration) -> Result<()> {
         let weak: Weak<Wal> = Arc::downgrade(wal);
+        // Not the WAL itself: the thread holds it only while it syncs, so that dropping the
+        // database's last handle drops the WAL.
+        let ahead = Arc::clone(&wal.sync_ahead);
         std::thread::Builder::new()
             .name("strata-wal-sync".into())
             .spawn(move || {
                 loop {
-                    std::thread::sleep(interval);
+                    ahead.wait(interval);
                     let Some(wal) = weak.upgrade() else { break };
                     if let Err(e) = wal.sync_if_dirty() {
                         tracing::error!(error = %e, "background WAL fsync failed");
@@ -1210,6 +1262,8 @@ fn made_segment(
             file,
             len: HEADER_BYTES as u64,
             dirty: false,
+            unsynced: 0,
+            sync_asked: false,
             stale,
         }),
         Err(e) => {

@@ -731,3 +731,36 @@ fn a_flush_keeps_as_many_recycled_files_as_it_covered() -> TestResult {
     assert_eq!((segments.len(), recycled.len()), (1, 1));
     Ok(())
 }
+
+/// The background syncer of a long interval syncs once enough bytes are written, and not for
+/// fewer: a segment roll then has little to write out while every writer waits for it.
+#[test]
+fn the_syncer_syncs_early_once_enough_is_written() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (wal, _) = open(dir.path(), 1 << 30)?;
+    let wal = Arc::new(wal);
+    Wal::spawn_syncer(&wal, Duration::from_secs(3600))?;
+    let syncs = || wal.stats().syncs.load(Ordering::Relaxed);
+    let opened = syncs();
+    // Each batch of 2000 puts is about 100 KB.
+    let per_batch = big_batch(0, 2000).data().len() as u64;
+    let below = SYNC_AHEAD_BYTES / per_batch - 1;
+    for _ in 0..below {
+        wal.commit_batch(&mut big_batch(0, 2000), false, false, &mut |_| {})?;
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        syncs(),
+        opened,
+        "synced before the bytes or the interval called for it"
+    );
+    for _ in 0..3 {
+        wal.commit_batch(&mut big_batch(0, 2000), false, false, &mut |_| {})?;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while syncs() == opened {
+        assert!(std::time::Instant::now() < deadline, "no early sync");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
