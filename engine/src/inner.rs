@@ -42,7 +42,7 @@ pub(crate) struct Counters {
     pub(crate) expired_rows_dropped: AtomicU64,
 }
 
-/// Wakes a background thread (flush, compaction or apply).
+/// Wakes a background thread (flush, compaction, apply or the WAL syncer).
 #[derive(Debug, Default)]
 pub(crate) struct Signal {
     work: Mutex<bool>,
@@ -105,9 +105,14 @@ impl Signal {
 
     /// Waits until woken, or 100 ms at most (the thread also polls), and takes the work mark.
     pub(crate) fn wait(&self) {
+        self.wait_for(Duration::from_millis(100));
+    }
+
+    /// Waits until woken, or `timeout` at most, and takes the work mark.
+    pub(crate) fn wait_for(&self, timeout: Duration) {
         let mut work = self.work.lock();
         if !*work {
-            self.cv.wait_for(&mut work, Duration::from_millis(100));
+            self.cv.wait_for(&mut work, timeout);
         }
         *work = false;
     }

@@ -125,6 +125,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, LogFile};
+use crate::inner::Signal;
 
 use crate::file_name::{parse_recycled_file_name, recycled_file_name, segment_file_name};
 use entry::END_PAYLOAD;
@@ -175,7 +176,7 @@ pub(crate) struct Wal {
     /// The memtable asked to be frozen (see [`Wal::want_freeze`]).
     freeze_wanted: AtomicBool,
     /// Wakes the background syncer before its interval (see [`SYNC_AHEAD_BYTES`]).
-    sync_ahead: Arc<SyncAhead>,
+    sync_ahead: Arc<Signal>,
     /// Held across every fsync and the failure it may record, so that no fsync can succeed
     /// (and report bytes durable) between another one's failure and that failure being
     /// recorded: the second fsync of a file whose first failed succeeds without the lost
@@ -198,11 +199,8 @@ struct Segment {
     number: u64,
     file: Arc<dyn LogFile>,
     len: u64,
-    /// Bytes were written since the last fsync.
-    dirty: bool,
-    /// Bytes written since the last fsync began, and whether the syncer was woken for them.
+    /// Bytes written since the last fsync began.
     unsynced: u64,
-    sync_asked: bool,
     /// The file is a recycled one and may hold bytes of its earlier use past `len`.
     stale: bool,
 }
@@ -343,30 +341,6 @@ struct Refused {
 /// Why a group or a roll failed, and whether it left the log as it was before.
 type GroupError = (Error, bool);
 
-/// The background syncer's early wake-up (see [`SYNC_AHEAD_BYTES`]).
-#[derive(Debug, Default)]
-struct SyncAhead {
-    woken: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl SyncAhead {
-    fn wake(&self) {
-        *self.woken.lock() = true;
-        self.cv.notify_one();
-    }
-
-    /// Returns once woken, or after `interval`.
-    fn wait(&self, interval: Duration) {
-        let mut woken = self.woken.lock();
-        if !*woken {
-            // A spurious wake-up only syncs early.
-            let _ = self.cv.wait_for(&mut woken, interval);
-        }
-        *woken = false;
-    }
-}
-
 impl Wal {
     /// Opens the WAL in `dir`, replaying every good record into `apply` in order (see the
     /// module rules), and prepares the last segment for appending.
@@ -403,9 +377,7 @@ impl Wal {
                     number: t.number,
                     file,
                     len: t.good_len,
-                    dirty: false,
                     unsynced: 0,
-                    sync_asked: false,
                     stale: t.ended,
                 }
             }
@@ -896,10 +868,9 @@ impl Wal {
             return Err((e, clean));
         }
         out.len += bytes as u64;
-        out.dirty = true;
+        let before = out.unsynced;
         out.unsynced += bytes as u64;
-        if out.unsynced >= SYNC_AHEAD_BYTES && !out.sync_asked {
-            out.sync_asked = true;
+        if before < SYNC_AHEAD_BYTES && out.unsynced >= SYNC_AHEAD_BYTES {
             self.sync_ahead.wake();
         }
         self.stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
@@ -918,8 +889,8 @@ impl Wal {
             // If the new segment cannot be made, the next group writes over the end record.
             self.mark_end(out)?;
         }
-        // Always fsync, even if not dirty: the background syncer may have cleared the flag
-        // while its fsync is still running.
+        // Always fsync, even if nothing is unsynced: the background syncer may have cleared
+        // the count while its fsync is still running.
         self.sync_locked(out).map_err(|e| (e, false))?;
         let number = out.number + 1;
         let reused = self.recycled.lock().pop();
@@ -955,9 +926,7 @@ impl Wal {
 
     fn sync_locked(&self, out: &mut Segment) -> Result<()> {
         self.fsync(&*out.file)?;
-        out.dirty = false;
         out.unsynced = 0;
-        out.sync_asked = false;
         Ok(())
     }
 
@@ -1115,13 +1084,11 @@ impl Wal {
         }
         let file = {
             let mut out = self.out.lock();
-            if !out.dirty {
+            if out.unsynced == 0 {
                 return Ok(());
             }
-            // A write after this point sets `dirty` again, so it is never skipped.
-            out.dirty = false;
+            // A write after this point counts again, so it is never skipped.
             out.unsynced = 0;
-            out.sync_asked = false;
             Arc::clone(&out.file)
         };
         self.fsync(&*file)
@@ -1138,7 +1105,8 @@ impl Wal {
             .name("strata-wal-sync".into())
             .spawn(move || {
                 loop {
-                    ahead.wait(interval);
+                    // A spurious wake-up only syncs early.
+                    ahead.wait_for(interval);
                     let Some(wal) = weak.upgrade() else { break };
                     if let Err(e) = wal.sync_if_dirty() {
                         tracing::error!(error = %e, "background WAL fsync failed");
@@ -1261,9 +1229,7 @@ fn made_segment(
             number,
             file,
             len: HEADER_BYTES as u64,
-            dirty: false,
             unsynced: 0,
-            sync_asked: false,
             stale,
         }),
         Err(e) => {
